@@ -1,0 +1,160 @@
+"""Frozen, validated configuration dataclasses.
+
+The CLI is generated from these classes (see `cli.py`), so every field is a flag
+and its comment is the flag's help text. Derived sizes are properties, never
+written back. Invalid values raise `ValueError` naming the field, the value and
+what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Literal
+
+ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "elu")
+
+
+def _check(condition: bool, field: str, value, allowed: str) -> None:
+    if not condition:
+        raise ValueError(f"{field}={value!r} is invalid: {allowed}")
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """The actor-critic network."""
+
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Widths of the hidden layers of the actor and the critic towers (MLP)."""
+    activation: Literal["tanh", "relu", "gelu", "swish", "elu"] = "tanh"
+    """Nonlinearity between layers."""
+    torso: Literal["auto", "mlp", "cnn"] = "auto"
+    """Observation encoder: 'auto' picks the CNN for image observations (MinAtar), else the MLP."""
+
+    def __post_init__(self):
+        _check(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
+               "hidden_sizes", self.hidden_sizes, "give one or more positive layer widths, e.g. 64 64")
+        _check(self.activation in ACTIVATIONS, "activation", self.activation, f"choose one of {ACTIVATIONS}")
+        _check(self.torso in ("auto", "mlp", "cnn"), "torso", self.torso, "choose auto, mlp or cnn")
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """Proximal Policy Optimisation (Schulman et al. 2017) hyperparameters."""
+
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    num_minibatches: int = 4
+    """Minibatches per epoch; must divide num_envs * num_steps."""
+    learning_rate: float = 2.5e-4
+    """Adam step size (the starting value when annealed)."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to zero over the run."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip_eps: float = 0.2
+    """PPO ratio clipping range (also the value clipping range)."""
+    clip_value_loss: bool = True
+    """Clip the value-function update around the behaviour values."""
+    normalize_advantages: bool = True
+    """Normalise advantages within each minibatch."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clipping threshold."""
+
+    def __post_init__(self):
+        _check(self.update_epochs >= 1, "update_epochs", self.update_epochs, "must be >= 1")
+        _check(self.num_minibatches >= 1, "num_minibatches", self.num_minibatches, "must be >= 1")
+        _check(math.isfinite(self.learning_rate) and self.learning_rate > 0,
+               "learning_rate", self.learning_rate, "must be a finite number > 0")
+        _check(0.0 <= self.gamma <= 1.0, "gamma", self.gamma, "must be in [0, 1]")
+        _check(0.0 <= self.gae_lambda <= 1.0, "gae_lambda", self.gae_lambda, "must be in [0, 1]")
+        _check(self.clip_eps > 0, "clip_eps", self.clip_eps, "must be > 0")
+        _check(self.ent_coef >= 0, "ent_coef", self.ent_coef, "must be >= 0")
+        _check(self.vf_coef >= 0, "vf_coef", self.vf_coef, "must be >= 0")
+        _check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "must be > 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """A training run: environment, budget, seeds, mode, and the algorithm's settings."""
+
+    env: str = "CartPole-v1"
+    """Environment id (any gymnax id, or a Probe-* id; `jaxrl-async envs` lists them)."""
+    algo: Literal["ppo"] = "ppo"
+    """Learning algorithm."""
+    total_timesteps: int = 500_000
+    """Environment steps per seed."""
+    num_envs: int = 4
+    """Parallel environments per seed."""
+    num_steps: int = 128
+    """Rollout length: steps per environment per iteration."""
+    seed: int = 0
+    """Base seed; seed index i uses fold_in(PRNGKey(seed), i), independent of num_seeds."""
+    num_seeds: int = 1
+    """Independent seeds trained side by side (vmapped in one jit)."""
+    mode: Literal["fused", "async"] = "fused"
+    """'fused': K iterations per jit call; 'async': a rollout thread overlaps acting with learning."""
+    iterations_per_call: int = 0
+    """Fused mode: iterations per jit call (the host logs after each); 0 = automatic, -1 = all in one call."""
+    normalize_obs: bool = False
+    """Running observation normalisation (statistics live in the rollout state)."""
+    eval_episodes: int = 32
+    """Complete episodes of the greedy policy in the final evaluation (per seed)."""
+    run_dir: str | None = None
+    """Run directory; default runs/<env>-<algo>-<timestamp>."""
+    scan_unroll: int = 1
+    """Unroll factor of the rollout's scan over time (a speed knob, no effect on results)."""
+    network: NetworkConfig = NetworkConfig()
+    ppo: PPOConfig = PPOConfig()
+
+    def __post_init__(self):
+        _check(self.total_timesteps >= 1, "total_timesteps", self.total_timesteps, "must be >= 1")
+        _check(self.num_envs >= 1, "num_envs", self.num_envs, "must be >= 1")
+        _check(self.num_steps >= 1, "num_steps", self.num_steps, "must be >= 1")
+        _check(self.num_seeds >= 1, "num_seeds", self.num_seeds, "must be >= 1")
+        _check(self.iterations_per_call >= -1, "iterations_per_call", self.iterations_per_call,
+               "use a positive count, 0 for automatic or -1 for the whole run in one call")
+        _check(self.eval_episodes >= 1, "eval_episodes", self.eval_episodes, "must be >= 1")
+        _check(self.scan_unroll >= 1, "scan_unroll", self.scan_unroll, "must be >= 1")
+        _check(self.total_timesteps >= self.batch_size, "total_timesteps", self.total_timesteps,
+               f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
+        _check(self.batch_size % self.ppo.num_minibatches == 0, "num_minibatches", self.ppo.num_minibatches,
+               f"must divide num_envs*num_steps={self.batch_size}")
+
+    @property
+    def batch_size(self) -> int:
+        """Transitions per rollout, per seed."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.ppo.num_minibatches
+
+    @property
+    def num_updates(self) -> int:
+        """Iterations (rollout + update) per seed; the budget is rounded down to whole rollouts."""
+        return self.total_timesteps // self.batch_size
+
+    @property
+    def env_steps(self) -> int:
+        """Environment steps actually taken per seed."""
+        return self.num_updates * self.batch_size
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        data = dict(data)
+        network = dict(data.pop("network", {}))
+        if "hidden_sizes" in network:  # JSON turns tuples into lists
+            network["hidden_sizes"] = tuple(network["hidden_sizes"])
+        network = NetworkConfig(**network)
+        ppo = PPOConfig(**data.pop("ppo", {}))
+        return cls(**data, network=network, ppo=ppo)

@@ -1,0 +1,92 @@
+"""Evaluate a policy on its own batch of envs: one complete episode per env.
+
+    evaluate = make_evaluator(env, env_params, policy, num_episodes=32)
+    result = jax.jit(evaluate)(params, obs_stats, key)   # EvalResult of [N] arrays
+
+Each of the `num_episodes` envs runs until its first episode ends (terminated or
+truncated by the env's time limit); the return is undiscounted. The loop is a
+`lax.while_loop` that stops once every env is done, so it costs one episode of
+the longest env, and it vmaps over seeds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxrl_async.envs.normalize import RunningMeanStd
+from jaxrl_async.networks import Policy
+
+
+@struct.dataclass
+class EvalResult:
+    returns: jax.Array  # [N] float32 undiscounted return of each episode
+    lengths: jax.Array  # [N] int32
+    complete: jax.Array  # [N] bool, the episode ended within the step limit
+
+    def summary(self, prefix: str = "eval") -> dict[str, float]:
+        """Host side: mean/std/min/max of return and length over complete episodes."""
+        returns, lengths = np.asarray(self.returns), np.asarray(self.lengths)
+        mask = np.asarray(self.complete)
+        out = {f"{prefix}_episodes": int(mask.sum())}
+        if mask.any():
+            for name, arr in (("return", returns[mask]), ("length", lengths[mask])):
+                out.update({f"{prefix}_{name}_mean": float(arr.mean()), f"{prefix}_{name}_std": float(arr.std()),
+                            f"{prefix}_{name}_min": float(arr.min()), f"{prefix}_{name}_max": float(arr.max())})
+        return out
+
+
+def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
+                   normalize_obs: bool = False, max_steps: int | None = None
+                   ) -> Callable[..., EvalResult]:
+    """Build `evaluate(params, obs_stats, key, greedy=True) -> EvalResult`.
+
+    Args:
+      env, env_params: the env (wrapped as by `make_env`) and its params.
+      policy: the actor-critic.
+      num_episodes: N, one per evaluation env.
+      normalize_obs: feed the policy `obs_stats.normalize(obs)` (frozen statistics).
+      max_steps: step limit of the loop; default the env's time limit
+        (`max_steps_in_episode`), so every episode completes.
+    """
+    if max_steps is None:
+        max_steps = int(getattr(env_params, "max_steps_in_episode", 10_000))
+    step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    reset_env = jax.vmap(env.reset, in_axes=(0, None))
+
+    def evaluate(params: Any, obs_stats: RunningMeanStd, key: jax.Array, greedy: bool = True) -> EvalResult:
+        key, reset_key = jax.random.split(key)
+        obs, env_state = reset_env(jax.random.split(reset_key, num_episodes), env_params)
+        zeros = jnp.zeros((num_episodes,), jnp.float32)
+        carry = (env_state, obs, key, zeros, jnp.zeros((num_episodes,), jnp.int32),
+                 jnp.zeros((num_episodes,), bool), jnp.zeros((), jnp.int32))
+
+        def cond(carry):
+            *_, done, t = carry
+            return jnp.logical_and(~jnp.all(done), t < max_steps)
+
+        def body(carry):
+            env_state, obs, key, returns, lengths, done, t = carry
+            key, act_key, step_key = jax.random.split(key, 3)
+            obs_in = obs.astype(jnp.float32)
+            if normalize_obs:
+                obs_in = obs_stats.normalize(obs_in)
+            dist, _ = policy.apply(params, obs_in)
+            action = dist.mode() if greedy else dist.sample(act_key)
+            obs, env_state, reward, terminated, truncated, _ = step_env(
+                jax.random.split(step_key, num_episodes), env_state, action, env_params)
+            # envs auto-reset: only the first episode of each env counts
+            live = ~done
+            returns = returns + jnp.where(live, reward.astype(jnp.float32), 0.0)
+            lengths = lengths + live.astype(jnp.int32)
+            done = done | terminated | truncated
+            return env_state, obs, key, returns, lengths, done, t + 1
+
+        _, _, _, returns, lengths, done, _ = jax.lax.while_loop(cond, body, carry)
+        return EvalResult(returns=returns, lengths=lengths, complete=done)
+
+    return evaluate

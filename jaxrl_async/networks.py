@@ -1,0 +1,141 @@
+"""flax linen actor-critic: separate actor and critic towers, orthogonal init.
+
+`make_policy(network_cfg, obs_shape, action_space)` returns a `Policy` of pure
+functions over a params pytree:
+
+- `apply(params, obs) -> (distribution, value)`: one fused forward pass of both towers;
+- `value(params, obs) -> value`: the critic alone (used to value final observations).
+
+`obs` is `[..., *obs_shape]` float32; values are `[...]`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from gymnax.environments import spaces
+
+from jaxrl_async.config import NetworkConfig
+from jaxrl_async.distributions import Categorical, DiagGaussian
+
+_ACTIVATIONS: dict[str, Callable] = {
+    "tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "swish": nn.swish, "elu": nn.elu,
+}
+
+
+def _dense(features: int, scale: float) -> nn.Dense:
+    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale),
+                    bias_init=nn.initializers.zeros)
+
+
+class MLPTorso(nn.Module):
+    hidden_sizes: Sequence[int]
+    activation: str
+
+    @nn.compact
+    def __call__(self, x):
+        for width in self.hidden_sizes:
+            x = _ACTIVATIONS[self.activation](_dense(width, np.sqrt(2.0))(x))
+        return x
+
+
+class CNNTorso(nn.Module):
+    """A small conv torso for 10x10xC MinAtar-style images, then the MLP."""
+
+    hidden_sizes: Sequence[int]
+    activation: str
+
+    @nn.compact
+    def __call__(self, x):
+        act = _ACTIVATIONS[self.activation]
+        x = act(nn.Conv(16, (3, 3), kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(x))
+        x = x.reshape(x.shape[:-3] + (-1,))
+        return MLPTorso(self.hidden_sizes, self.activation)(x)
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic towers; the actor head is categorical or diagonal Gaussian."""
+
+    hidden_sizes: Sequence[int]
+    activation: str
+    use_cnn: bool
+    discrete: bool
+    action_dim: int  # number of actions (discrete) or action dimensions (continuous)
+
+    def _torso(self, name: str):
+        cls = CNNTorso if self.use_cnn else MLPTorso
+        return cls(self.hidden_sizes, self.activation, name=name)
+
+    def setup(self):
+        self.actor_torso = self._torso("actor_torso")
+        self.critic_torso = self._torso("critic_torso")
+        # small final-layer scales: a near-uniform initial policy, a near-zero initial value
+        self.actor_head = _dense(self.action_dim, 0.01)
+        self.critic_head = _dense(1, 1.0)
+        if not self.discrete:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+
+    def __call__(self, obs):
+        return self.distribution(obs), self.value(obs)
+
+    def distribution(self, obs):
+        out = self.actor_head(self.actor_torso(obs))
+        if self.discrete:
+            return Categorical(logits=out)
+        return DiagGaussian(mean=out, log_std=jnp.broadcast_to(self.log_std, out.shape))
+
+    def value(self, obs):
+        return self.critic_head(self.critic_torso(obs))[..., 0]
+
+
+class Policy(NamedTuple):
+    """Pure functions over the params pytree of an `ActorCritic`."""
+
+    init: Callable[[jax.Array], Any]  # key -> params
+    apply: Callable[[Any, jax.Array], tuple[Any, jax.Array]]  # (params, obs) -> (dist, value)
+    value: Callable[[Any, jax.Array], jax.Array]  # (params, obs) -> value
+    obs_shape: tuple[int, ...]
+    discrete: bool
+    action_shape: tuple[int, ...]
+
+
+def make_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) -> Policy:
+    """Build the actor-critic for an observation shape and a gymnax action space."""
+    obs_shape = tuple(int(d) for d in obs_shape)
+    discrete = isinstance(action_space, spaces.Discrete)
+    if discrete:
+        action_dim, action_shape = int(action_space.n), ()
+    elif isinstance(action_space, spaces.Box):
+        action_shape = tuple(int(d) for d in action_space.shape) or (1,)
+        action_dim = int(np.prod(action_shape))
+        if len(action_shape) != 1:
+            raise ValueError(f"continuous action shape {action_shape} is not supported: "
+                             "the Gaussian head expects a flat action vector [D]")
+    else:
+        raise ValueError(f"action space {action_space!r} is not supported: use a Discrete or a Box space")
+    is_image = len(obs_shape) == 3
+    use_cnn = cfg.torso == "cnn" or (cfg.torso == "auto" and is_image)
+    if use_cnn and not is_image:
+        raise ValueError(f"torso='cnn' needs image observations [H, W, C], got shape {obs_shape}: use --network.torso mlp")
+    module = ActorCritic(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, discrete, action_dim)
+
+    def prepare(obs):
+        # the MLP sees observations of any rank as flat feature vectors
+        if use_cnn or len(obs_shape) == 1:
+            return obs
+        return obs.reshape(obs.shape[: obs.ndim - len(obs_shape)] + (-1,))
+
+    def init(key):
+        return module.init(key, prepare(jnp.zeros((1,) + obs_shape, jnp.float32)))
+
+    def apply(params, obs):
+        return module.apply(params, prepare(obs))
+
+    def value(params, obs):
+        return module.apply(params, prepare(obs), method=ActorCritic.value)
+
+    return Policy(init, apply, value, obs_shape, discrete, action_shape)

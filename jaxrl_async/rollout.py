@@ -1,0 +1,97 @@
+"""One jitted rollout: `lax.scan` over T steps of act -> env.step -> record, then GAE.
+
+    rollout = make_rollout(env, env_params, policy, num_envs=4, num_steps=128, ...)
+    state = rollout.init(key)
+    state, trajectory = jax.jit(rollout.collect)(params, state)
+
+The same `collect` serves the fused trainer (inside its scan over iterations) and
+the async pipeline's actor thread (jitted on its own).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from jaxrl_async.advantages import batched_gae, gae_inputs
+from jaxrl_async.envs.normalize import RunningMeanStd
+from jaxrl_async.networks import Policy
+from jaxrl_async.types import RolloutState, Trajectory
+
+
+class Rollout(NamedTuple):
+    init: Callable[[jax.Array], RolloutState]  # key -> RolloutState
+    collect: Callable[[Any, RolloutState], tuple[RolloutState, Trajectory]]  # (params, state)
+
+
+def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: int,
+                 gamma: float, gae_lambda: float, normalize_obs: bool = False,
+                 unroll: int = 1) -> Rollout:
+    """Build the rollout for `num_envs` parallel copies of a gymnax-1.x env.
+
+    Args:
+      env, env_params: a gymnax-1.x env (six-value `step`) wrapped in
+        `EpisodeStatistics`, and its params.
+      policy: the actor-critic's pure functions.
+      num_envs, num_steps: B and T.
+      gamma, gae_lambda: discount and GAE lambda for the advantages.
+      normalize_obs: keep running observation statistics in the state and feed
+        the policy normalised observations.
+      unroll: `lax.scan` unroll factor (speed only).
+    """
+    step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    reset_env = jax.vmap(env.reset, in_axes=(0, None))
+    obs_shape = policy.obs_shape
+
+    def init(key: jax.Array) -> RolloutState:
+        key, reset_key = jax.random.split(key)
+        obs, env_state = reset_env(jax.random.split(reset_key, num_envs), env_params)
+        obs = obs.astype(jnp.float32)
+        stats = RunningMeanStd.create(obs_shape)
+        if normalize_obs:
+            stats = stats.update(obs)
+        return RolloutState(env_state=env_state, obs=obs, obs_stats=stats, key=key)
+
+    def observe(stats: RunningMeanStd, obs: jax.Array) -> jax.Array:
+        return stats.normalize(obs) if normalize_obs else obs
+
+    def step(params, state: RolloutState, _):
+        key, act_key, step_key = jax.random.split(state.key, 3)
+        obs = observe(state.obs_stats, state.obs)
+        dist, value = policy.apply(params, obs)
+        action = dist.sample(act_key)
+        log_prob = dist.log_prob(action)
+        next_obs, env_state, reward, terminated, truncated, info = step_env(
+            jax.random.split(step_key, num_envs), state.env_state, action, env_params)
+        next_obs = next_obs.astype(jnp.float32)
+        stats = state.obs_stats.update(next_obs) if normalize_obs else state.obs_stats
+        # record the pre-reset observation: at a truncation the bootstrap is V(final obs);
+        # it is valued after the scan in one batched critic call
+        final_obs = observe(stats, info["final_observation"].astype(jnp.float32))
+        record = dict(
+            obs=obs, action=action, log_prob=log_prob, value=value,
+            reward=reward.astype(jnp.float32), terminated=terminated, truncated=truncated,
+            next_obs=final_obs, episode_return=info["episode_return"],
+            episode_length=info["episode_length"], episode_done=info["episode_done"])
+        state = state.replace(env_state=env_state, obs=next_obs, obs_stats=stats, key=key)
+        return state, record
+
+    def collect(params, state: RolloutState) -> tuple[RolloutState, Trajectory]:
+        chex.assert_shape(state.obs, (num_envs, *obs_shape))
+        state, rec = jax.lax.scan(lambda s, x: step(params, s, x), state, None,
+                                  length=num_steps, unroll=unroll)
+        # v_t for every step; where the episode went on this equals V(obs_{t+1})
+        bootstrap_value = policy.value(params, rec["next_obs"])
+        discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"],
+                                          gamma, gae_lambda)
+        advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t)
+        trajectory = Trajectory(**rec, bootstrap_value=bootstrap_value, advantage=advantage,
+                                target=advantage + rec["value"])
+        chex.assert_shape([trajectory.reward, trajectory.advantage, trajectory.log_prob],
+                          (num_steps, num_envs))
+        return state, trajectory
+
+    return Rollout(init, collect)

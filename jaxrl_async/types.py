@@ -1,0 +1,102 @@
+"""The state and data pytrees that flow between rollout, learner and host.
+
+Shapes: `T` rollout length (num_steps), `B` parallel envs (num_envs); a seed axis
+`S` is added in front by vmap when several seeds train together.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+from flax import struct
+
+from jaxrl_async.envs.normalize import RunningMeanStd
+
+
+@struct.dataclass
+class RolloutState:
+    """What the actor carries from one rollout to the next.
+
+    Attributes:
+      env_state: batched env state, leaves `[B, ...]`.
+      obs: `[B, *obs_shape]` float32, the raw (unnormalised) current observation.
+      obs_stats: running observation statistics (unused when normalisation is off).
+      key: PRNG key for actions and env steps.
+    """
+
+    env_state: Any
+    obs: jax.Array
+    obs_stats: RunningMeanStd
+    key: jax.Array
+
+
+@struct.dataclass
+class Trajectory:
+    """One rollout, time-major, with its advantages.
+
+    Attributes:
+      obs: `[T, B, *obs_shape]` observation the policy acted on (normalised if enabled).
+      action: `[T, B, *action_shape]` the sampled (unclipped) action.
+      log_prob: `[T, B]` behaviour log-probability of `action`.
+      value: `[T, B]` V(obs_t) under the behaviour params (`v_tm1`).
+      reward: `[T, B]` reward after acting at t.
+      terminated: `[T, B]` bool, the episode reached a terminal state at t.
+      truncated: `[T, B]` bool, the episode hit its time limit at t (not terminal).
+      next_obs: `[T, B, *obs_shape]` observation after acting at t, *before* any
+        auto-reset (gymnax's `final_observation`), normalised like `obs`.
+      bootstrap_value: `[T, B]` V(next_obs_t) under the behaviour params (`v_t`).
+      advantage: `[T, B]` GAE advantages.
+      target: `[T, B]` value targets, advantage + value.
+      episode_return, episode_length: `[T, B]` return/length of an episode that ended at t.
+      episode_done: `[T, B]` bool, validity mask for the two above.
+    """
+
+    obs: jax.Array
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    next_obs: jax.Array
+    bootstrap_value: jax.Array
+    advantage: jax.Array
+    target: jax.Array
+    episode_return: jax.Array
+    episode_length: jax.Array
+    episode_done: jax.Array
+
+
+@struct.dataclass
+class LearnerState:
+    """What the learner carries: params, optimiser state, its own key, counters, hyperparameters.
+
+    `hparams` holds the shape-free hyperparameters as arrays, so that training can be
+    vmapped over them (a sweep inside one jit).
+    """
+
+    params: Any
+    opt_state: Any
+    key: jax.Array
+    update_count: jax.Array  # [] int32, updates applied so far
+    hparams: Any
+
+
+@struct.dataclass
+class TrainState:
+    """Everything that changes during training (the fused mode's scan carry)."""
+
+    learner: LearnerState
+    rollout: RolloutState
+
+
+class Algorithm(NamedTuple):
+    """A learner as a pair of pure functions, shaped like an optax transformation.
+
+    init(key, hparams) -> LearnerState
+    update(LearnerState, Trajectory) -> (LearnerState, dict of scalar metrics)
+    """
+
+    init: Callable[..., LearnerState]
+    update: Callable[[LearnerState, Trajectory], tuple[LearnerState, dict]]
