@@ -100,8 +100,8 @@ class TrainConfig:
     """Independent seeds trained side by side (vmapped in one jit)."""
     mode: Literal["fused", "async"] = "fused"
     """'fused': K iterations per jit call; 'async': a rollout thread overlaps acting with learning."""
-    iterations_per_call: int = 0
-    """Fused mode: iterations per jit call (the host logs after each); 0 = automatic, -1 = all in one call."""
+    iterations_per_call: int | Literal["auto", "all"] = "auto"
+    """Fused mode: iterations per jit call, the host logging after each; 'auto' (about 20 calls) or 'all' (one XLA program)."""
     normalize_obs: bool = False
     """Running observation normalisation (statistics live in the rollout state)."""
     eval_episodes: int = 32
@@ -118,8 +118,9 @@ class TrainConfig:
         _check(self.num_envs >= 1, "num_envs", self.num_envs, "must be >= 1")
         _check(self.num_steps >= 1, "num_steps", self.num_steps, "must be >= 1")
         _check(self.num_seeds >= 1, "num_seeds", self.num_seeds, "must be >= 1")
-        _check(self.iterations_per_call >= -1, "iterations_per_call", self.iterations_per_call,
-               "use a positive count, 0 for automatic or -1 for the whole run in one call")
+        _check(self.iterations_per_call in ("auto", "all")
+               or (isinstance(self.iterations_per_call, int) and self.iterations_per_call >= 1),
+               "iterations_per_call", self.iterations_per_call, "use a positive count, 'auto' or 'all'")
         _check(self.eval_episodes >= 1, "eval_episodes", self.eval_episodes, "must be >= 1")
         _check(self.scan_unroll >= 1, "scan_unroll", self.scan_unroll, "must be >= 1")
         _check(self.total_timesteps >= self.batch_size, "total_timesteps", self.total_timesteps,

@@ -104,13 +104,13 @@ def over_seeds(fn: Callable, num_seeds: int) -> Callable:
     return single
 
 
-def chunk_plan(num_updates: int, iterations_per_call: int) -> list[int]:
-    """Iterations per jit call. 0 = automatic: about 20 host syncs, preferring a divisor
-    of `num_updates` so one compiled function serves every call."""
-    if iterations_per_call == -1:
+def chunk_plan(num_updates: int, iterations_per_call: int | str) -> list[int]:
+    """Iterations per jit call. 'auto': about 20 host syncs, preferring a divisor of
+    `num_updates` so one compiled function serves every call; 'all': one call."""
+    if iterations_per_call == "all":
         return [num_updates]
     k = iterations_per_call
-    if k == 0:
+    if k == "auto":
         target = max(1, round(num_updates / 20))
         divisors = [d for d in range(max(1, target // 2), 2 * target + 1) if num_updates % d == 0]
         k = min(divisors, key=lambda d: abs(d - target)) if divisors else target
@@ -155,9 +155,9 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None) -> Tra
 
         return train_async(cfg, console=console)
     wall_start = time.perf_counter()
+    c = build(cfg)  # bad input (an unknown env id, say) fails before anything is written
     run_dir = run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
     run_dir_lib.write_json(f"{run_dir}/{run_dir_lib.CONFIG_FILE}", cfg.to_dict())
-    c = build(cfg)
     num_seeds = cfg.num_seeds
     sinks = metrics_lib.open_sinks(run_dir, cfg.env_steps, console)
     try:

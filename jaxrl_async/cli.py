@@ -1,0 +1,116 @@
+"""`jaxrl-async train | envs`: flags generated from the config dataclasses by tyro.
+
+Every field of `TrainConfig` (and of its nested network and PPO configs) is a flat
+kebab-case flag: `--num-envs`, `--learning-rate`, `--hidden-sizes 64 64`, ...
+Bad input exits with code 2 and one line saying what is wrong (`--debug` shows
+the traceback).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import sys
+import traceback
+
+import tyro
+
+from jaxrl_async.config import TrainConfig
+
+USAGE = """usage: jaxrl-async COMMAND [FLAGS]
+
+commands:
+  train   train an agent (jaxrl-async train --help lists every flag)
+  envs    list the environment ids
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainCommand:
+    """Train an agent; writes config.json, metrics.jsonl and summary.json to the run directory."""
+
+    config: TrainConfig = TrainConfig()
+    debug: bool = False
+    """Show the full traceback of an error."""
+
+
+def _one_line(text: str) -> str:
+    """Condense tyro's boxed error report to its message lines."""
+    lines = [line.strip(" │╭╮╰╯") for line in text.splitlines()]
+    lines = [line for line in lines if line.strip()]
+    message: list[str] = []
+    for line in lines[1:]:  # lines[0] is the report's title
+        if set(line.strip()) <= set("-─"):
+            if message:
+                break
+            continue
+        message.append(line.strip())
+    return " ".join(message) or (lines[0] if lines else "invalid arguments")
+
+
+def parse(cls, args: list[str], prog: str, default=None):
+    """tyro.cli with flat flags; its errors become one line on stderr and exit code 2."""
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+            return tyro.cli(cls, args=args, prog=prog, default=default,
+                            config=(tyro.conf.OmitArgPrefixes,))
+    except SystemExit as exit_:
+        if exit_.code:
+            print(f"{prog}: error: {_one_line(buffer.getvalue())}", file=sys.stderr)
+        else:
+            print(buffer.getvalue(), end="")
+        raise
+
+
+def _fail(prog: str, error: BaseException, debug: bool, code: int = 2) -> int:
+    if debug:
+        traceback.print_exception(error)
+    print(f"{prog}: error: {error}" + ("" if debug else "  (--debug shows the traceback)"),
+          file=sys.stderr)
+    return code
+
+
+def train_command(args: list[str]) -> int:
+    prog = "jaxrl-async train"
+    command = parse(TrainCommand, args, prog)
+    from jaxrl_async.train import train  # JAX starts only once the flags are valid
+
+    try:
+        train(command.config)
+    except (ValueError, FileNotFoundError) as error:
+        return _fail(prog, error, command.debug)
+    except FloatingPointError as error:
+        return _fail(prog, error, command.debug, code=1)
+    return 0
+
+
+def envs_command(args: list[str]) -> int:
+    from jaxrl_async.envs import registered_env_ids
+
+    print("\n".join(registered_env_ids()))
+    return 0
+
+
+COMMANDS = {"train": train_command, "envs": envs_command}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"jaxrl-async: error: unknown command {name!r}; choose one of {', '.join(COMMANDS)}",
+              file=sys.stderr)
+        return 2
+    try:
+        return COMMANDS[name](rest)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
