@@ -1,0 +1,324 @@
+"""Advantage and return estimators: GAE, lambda-returns and V-trace.
+
+Every core function takes ONE trajectory of shape ``[T]`` (rlax style) and runs
+its recursion as a ``lax.scan(..., reverse=True)``; ``batched_*`` wrappers vmap
+them over the env axis of time-major ``[T, B]`` inputs.
+
+Episode boundaries are carried by two per-step inputs, built in one place by
+:func:`gae_inputs`:
+
+* ``discount_t = gamma * (1 - terminated_t)`` -- a terminal state has value 0,
+  so nothing after it is bootstrapped;
+* ``lambda_t = lambda * (1 - truncated_t)`` -- a time limit is NOT terminal: the
+  step still bootstraps from ``v_t`` (which the caller has set to
+  ``V(info["final_observation"])``), but the recursion is cut so that the next
+  episode's rewards and values never leak into this one.
+
+Time alignment: ``v_tm1[t] = V(s_t)`` (state acted in), ``v_t[t]`` = value of
+the state reached by acting at ``t`` (the bootstrap value).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+Array = chex.Array
+Numeric = chex.Numeric
+
+
+class VTraceOutput(NamedTuple):
+    """V-trace targets for one trajectory (or ``[T, B]`` when batched).
+
+    Attributes:
+      vs: [T] value targets ``v_s`` for the critic.
+      pg_advantage: [T] advantages for the policy gradient.
+    """
+
+    vs: Array
+    pg_advantage: Array
+
+
+def _check_trajectory(arrays: list[Array], lambda_t: Numeric) -> Array:
+    """Asserts [T] float inputs; returns ``lambda_t`` broadcast to [T]."""
+    chex.assert_rank(arrays, 1)
+    chex.assert_type(arrays, float)
+    chex.assert_equal_shape(arrays)
+    chex.assert_rank(lambda_t, {0, 1})
+    lambda_t = jnp.asarray(lambda_t, dtype=arrays[0].dtype)
+    if lambda_t.ndim == 1:
+        chex.assert_equal_shape([arrays[0], lambda_t])
+    return jnp.broadcast_to(lambda_t, arrays[0].shape)
+
+
+def _reverse_discounted_sum(
+    delta_t: Array, decay_t: Array, initial: Array
+) -> Array:
+    """``acc_t = delta_t + decay_t * acc_{t+1}``, ``acc_T = initial``; reverse scan."""
+
+    def _body(acc, xs):
+        delta, decay = xs
+        acc = delta + decay * acc
+        return acc, acc
+
+    _, acc_t = lax.scan(_body, initial, (delta_t, decay_t), reverse=True)
+    return acc_t
+
+
+def gae_inputs(
+    reward: Array,
+    terminated: Array,
+    truncated: Array,
+    gamma: Numeric,
+    gae_lambda: Numeric,
+) -> tuple[Array, Array]:
+    """Per-step ``(discount_t, lambda_t)`` from the episode-end flags.
+
+    ``discount_t = gamma * (1 - terminated_t)`` and
+    ``lambda_t = gae_lambda * (1 - truncated_t)``: the one place where the
+    terminated/truncated rule lives (see the module docstring and :func:`gae`).
+
+    Args:
+      reward: [T] or [T, B] float, only used for shape and dtype.
+      terminated: same shape as ``reward``, bool or {0, 1}; the episode ended in
+        a terminal state at step t.
+      truncated: same shape, bool or {0, 1}; the episode was cut by a time limit
+        at step t (and was not terminated).
+      gamma: scalar discount factor.
+      gae_lambda: scalar GAE / trace lambda.
+
+    Returns:
+      ``(discount_t, lambda_t)``, both with the shape and dtype of ``reward``.
+    """
+    chex.assert_type(reward, float)
+    chex.assert_equal_shape([reward, terminated, truncated])
+    dtype = reward.dtype
+    not_terminated = 1.0 - jnp.asarray(terminated).astype(dtype)
+    not_truncated = 1.0 - jnp.asarray(truncated).astype(dtype)
+    discount_t = jnp.asarray(gamma, dtype) * not_terminated
+    lambda_t = jnp.asarray(gae_lambda, dtype) * not_truncated
+    return discount_t, lambda_t
+
+
+def gae(
+    r_t: Array,
+    discount_t: Array,
+    v_tm1: Array,
+    v_t: Array,
+    lambda_t: Numeric,
+) -> Array:
+    """Generalized advantage estimation on one trajectory (Schulman et al., 2016).
+
+    ``delta_t = r_t + discount_t * v_t - v_tm1``
+    ``A_t = delta_t + discount_t * lambda_t * A_{t+1}``, with ``A_T = 0``.
+
+    Episode boundaries inside the fragment (the trainer passes
+    ``discount_t, lambda_t = gae_inputs(...)``):
+
+    * termination at t: ``discount_t = 0`` so ``A_t = r_t - v_tm1_t``; neither
+      ``v_t`` nor anything after t enters.
+    * truncation at t (time limit): ``lambda_t = 0`` so
+      ``A_t = r_t + gamma * V(final_obs) - v_tm1_t``. The time limit is not part of
+      the MDP, so the step still bootstraps (Pardo et al., 2018, "Time Limits in
+      Reinforcement Learning"), but the next episode (whose first state is the
+      reset observation) is never added in.
+    * fragment end: ``A_{T-1} = delta_{T-1}``, bootstrapping from ``v_t[T-1]``.
+
+    Args:
+      r_t: [T] float, reward after acting at t.
+      discount_t: [T] float, ``gamma * (1 - terminated_t)``.
+      v_tm1: [T] float, ``V(s_t)``, value of the state acted in.
+      v_t: [T] float, bootstrap value of the next state (``V(final_obs)`` at a
+        truncation, anything at a termination).
+      lambda_t: scalar or [T] float, ``lambda * (1 - truncated_t)``.
+
+    Returns:
+      [T] advantages ``A_t``, dtype of ``r_t``.
+    """
+    lambda_t = _check_trajectory([r_t, discount_t, v_tm1, v_t], lambda_t)
+    delta_t = r_t + discount_t * v_t - v_tm1
+    return _reverse_discounted_sum(
+        delta_t, discount_t * lambda_t, jnp.zeros((), r_t.dtype)
+    )
+
+
+def lambda_returns(
+    r_t: Array,
+    discount_t: Array,
+    v_t: Array,
+    lambda_t: Numeric,
+) -> Array:
+    """Lambda-returns on one trajectory (Sutton & Barto 2018, sec. 12.1; rlax naming).
+
+    ``G_t = r_t + discount_t * ((1 - lambda_t) * v_t + lambda_t * G_{t+1})``,
+    with ``G_T = v_t[T-1]``, so ``G_{T-1} = r_{T-1} + discount_{T-1} v_t[T-1]``.
+
+    ``lambda_t = 1 - truncated_t`` gives Monte-Carlo returns that stop at
+    terminations (``discount_t = 0``) and bootstrap at truncations and at the
+    fragment end. Identity: ``lambda_returns(r, d, v_t, l) == gae(r, d, v_tm1,
+    v_t, l) + v_tm1`` whenever the values are consistent, i.e.
+    ``v_t[t] == v_tm1[t+1]`` wherever ``discount_t * lambda_t != 0``.
+
+    Args:
+      r_t: [T] float, reward after acting at t.
+      discount_t: [T] float, ``gamma * (1 - terminated_t)``.
+      v_t: [T] float, bootstrap value of the next state.
+      lambda_t: scalar or [T] float, ``lambda * (1 - truncated_t)``.
+
+    Returns:
+      [T] lambda-returns ``G_t``.
+    """
+    lambda_t = _check_trajectory([r_t, discount_t, v_t], lambda_t)
+    # G_t = [r_t + discount_t (1 - lambda_t) v_t] + [discount_t lambda_t] G_{t+1}
+    delta_t = r_t + discount_t * (1.0 - lambda_t) * v_t
+    return _reverse_discounted_sum(delta_t, discount_t * lambda_t, v_t[-1])
+
+
+def vtrace(
+    v_tm1: Array,
+    v_t: Array,
+    r_t: Array,
+    discount_t: Array,
+    rho_tm1: Array,
+    lambda_: Numeric = 1.0,
+    clip_rho_threshold: float | None = 1.0,
+    clip_pg_rho_threshold: float | None = 1.0,
+    stop_target_gradients: bool = True,
+) -> VTraceOutput:
+    """V-trace targets and policy-gradient advantages (Espeholt et al., 2018, IMPALA).
+
+    With ``rho_t = pi(a_t|s_t) / mu(a_t|s_t)`` (a ratio, not a log-ratio):
+
+    ``clipped_rho_t = min(clip_rho_threshold, rho_t)``,
+    ``c_t = lambda_t * min(1, rho_t)``,
+    ``delta_t = clipped_rho_t * (r_t + discount_t * v_t - v_tm1_t)``,
+    ``vs_t = v_tm1_t + A_t`` where ``A_t = delta_t + discount_t * c_t * A_{t+1}``,
+    ``A_T = 0`` (the paper's eq. 1, written recursively; ``vs_T := v_t[T-1]``).
+
+    Policy-gradient target, with the next-state target blended by lambda:
+
+    ``vs_next_t = lambda_t * vs_{t+1} + (1 - lambda_t) * v_t``, (``vs_T := v_t[T-1]``)
+    ``pg_advantage_t = min(clip_pg_rho_threshold, rho_t) * (r_t + discount_t * vs_next_t - v_tm1_t)``.
+
+    So with ``lambda_t = 1`` it is the paper's ``r_t + gamma v_{s+1} - V(x_s)``;
+    for fractional lambda it is rlax's lambda-blended target; at a truncation
+    (``lambda_t = 0``) the target is the bootstrap ``v_t = V(final_obs)`` and the
+    next episode's ``vs`` is never used. Terminations act through
+    ``discount_t = 0``. With all ``rho = 1`` (thresholds >= 1, or None),
+    ``vs == lambda_returns`` and ``pg_advantage == gae`` for the same inputs.
+
+    Args:
+      v_tm1: [T] float, ``V(s_t)`` under the current value function.
+      v_t: [T] float, bootstrap value of the next state (``V(final_obs)`` at a
+        truncation).
+      r_t: [T] float, reward after acting at t.
+      discount_t: [T] float, ``gamma * (1 - terminated_t)``.
+      rho_tm1: [T] float, importance ratios ``pi / mu`` of the taken actions.
+      lambda_: scalar or [T] float, ``lambda * (1 - truncated_t)``.
+      clip_rho_threshold: rho-bar for the value targets; None for no clipping.
+      clip_pg_rho_threshold: clip for the policy-gradient ratio; None for none.
+      stop_target_gradients: stop gradients through ``vs`` and ``pg_advantage``
+        (both are targets in the IMPALA losses).
+
+    Returns:
+      ``VTraceOutput(vs, pg_advantage)``, each [T].
+    """
+    lambda_t = _check_trajectory([v_tm1, v_t, r_t, discount_t, rho_tm1], lambda_)
+
+    def _clip(threshold):
+        if threshold is None:
+            return rho_tm1
+        return jnp.minimum(jnp.asarray(threshold, rho_tm1.dtype), rho_tm1)
+
+    clipped_rho_t = _clip(clip_rho_threshold)
+    clipped_pg_rho_t = _clip(clip_pg_rho_threshold)
+    c_t = lambda_t * jnp.minimum(1.0, rho_tm1)
+
+    delta_t = clipped_rho_t * (r_t + discount_t * v_t - v_tm1)
+    vs_minus_v = _reverse_discounted_sum(
+        delta_t, discount_t * c_t, jnp.zeros((), r_t.dtype)
+    )
+    vs = v_tm1 + vs_minus_v
+
+    vs_tp1 = jnp.concatenate([vs[1:], v_t[-1:]])
+    # at a truncation lambda_t = 0: bootstrap from V(final_obs), not the next episode
+    vs_next = lambda_t * vs_tp1 + (1.0 - lambda_t) * v_t
+    pg_advantage = clipped_pg_rho_t * (r_t + discount_t * vs_next - v_tm1)
+
+    if stop_target_gradients:
+        vs = lax.stop_gradient(vs)
+        pg_advantage = lax.stop_gradient(pg_advantage)
+    return VTraceOutput(vs=vs, pg_advantage=pg_advantage)
+
+
+def _lambda_axis(lambda_t: Numeric) -> int | None:
+    """vmap axis for a lambda that is either a scalar or [T, B]."""
+    chex.assert_rank(lambda_t, {0, 2})
+    return None if jnp.ndim(lambda_t) == 0 else 1
+
+
+def batched_gae(
+    r_t: Array,
+    discount_t: Array,
+    v_tm1: Array,
+    v_t: Array,
+    lambda_t: Numeric,
+) -> Array:
+    """:func:`gae` over time-major [T, B] inputs; ``lambda_t`` scalar or [T, B].
+
+    Returns:
+      [T, B] advantages.
+    """
+    chex.assert_rank([r_t, discount_t, v_tm1, v_t], 2)
+    in_axes = (1, 1, 1, 1, _lambda_axis(lambda_t))
+    return jax.vmap(gae, in_axes=in_axes, out_axes=1)(
+        r_t, discount_t, v_tm1, v_t, lambda_t
+    )
+
+
+def batched_lambda_returns(
+    r_t: Array,
+    discount_t: Array,
+    v_t: Array,
+    lambda_t: Numeric,
+) -> Array:
+    """:func:`lambda_returns` over time-major [T, B] inputs; returns [T, B]."""
+    chex.assert_rank([r_t, discount_t, v_t], 2)
+    in_axes = (1, 1, 1, _lambda_axis(lambda_t))
+    return jax.vmap(lambda_returns, in_axes=in_axes, out_axes=1)(
+        r_t, discount_t, v_t, lambda_t
+    )
+
+
+def batched_vtrace(
+    v_tm1: Array,
+    v_t: Array,
+    r_t: Array,
+    discount_t: Array,
+    rho_tm1: Array,
+    lambda_: Numeric = 1.0,
+    clip_rho_threshold: float | None = 1.0,
+    clip_pg_rho_threshold: float | None = 1.0,
+    stop_target_gradients: bool = True,
+) -> VTraceOutput:
+    """:func:`vtrace` over time-major [T, B] inputs; ``lambda_`` scalar or [T, B].
+
+    Returns:
+      ``VTraceOutput(vs, pg_advantage)``, each [T, B].
+    """
+    chex.assert_rank([v_tm1, v_t, r_t, discount_t, rho_tm1], 2)
+
+    def _one(v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_):
+        return vtrace(
+            v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_,
+            clip_rho_threshold, clip_pg_rho_threshold, stop_target_gradients,
+        )
+
+    in_axes = (1, 1, 1, 1, 1, _lambda_axis(lambda_))
+    return jax.vmap(_one, in_axes=in_axes, out_axes=1)(
+        v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_
+    )
