@@ -1,0 +1,55 @@
+"""Environments: `make_env` over gymnax and probe ids; wrappers; obs normalisation."""
+
+from jaxrl_async.envs.normalize import RunningMeanStd
+from jaxrl_async.envs.probes import (
+    PROBE_ENVS,
+    ActionRewardProbe,
+    ConstantRewardProbe,
+    ContinuousActionProbe,
+    ObsActionRewardProbe,
+    ObsRewardProbe,
+    ProbeEnv,
+    ProbeParams,
+    ProbeState,
+    TruncationProbe,
+    TwoStepProbe,
+)
+from jaxrl_async.envs.registry import (
+    action_dim,
+    is_discrete,
+    make_env,
+    observation_shape,
+    register_env,
+    registered_env_ids,
+)
+from jaxrl_async.envs.wrappers import (
+    ClipAction,
+    EpisodeStatistics,
+    EpisodeStatsState,
+    Wrapper,
+)
+
+__all__ = [
+    "PROBE_ENVS",
+    "ActionRewardProbe",
+    "ClipAction",
+    "ConstantRewardProbe",
+    "ContinuousActionProbe",
+    "EpisodeStatistics",
+    "EpisodeStatsState",
+    "ObsActionRewardProbe",
+    "ObsRewardProbe",
+    "ProbeEnv",
+    "ProbeParams",
+    "ProbeState",
+    "RunningMeanStd",
+    "TruncationProbe",
+    "TwoStepProbe",
+    "Wrapper",
+    "action_dim",
+    "is_discrete",
+    "make_env",
+    "observation_shape",
+    "register_env",
+    "registered_env_ids",
+]

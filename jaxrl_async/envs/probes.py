@@ -1,0 +1,232 @@
+"""Probe environments: tiny gymnax envs whose correct value/policy is known.
+
+Each isolates one part of a trainer (value fitting, observation use, credit
+assignment over time, policy gradient, truncation bootstrapping, Gaussian
+heads), so a learning bug shows up as a wrong number in seconds. All are real
+gymnax `Environment`s: functional, jittable, vmappable; observations are
+float32 vectors of shape (1,); rewards float32 []; terminated bool [].
+
+| id                     | actions     | steps | correct answer                      |
+|------------------------|-------------|-------|-------------------------------------|
+| Probe-ConstantReward   | Discrete(1) | 1     | V = 1                               |
+| Probe-ObsReward        | Discrete(1) | 1     | V(obs) = obs (obs = +-1)            |
+| Probe-TwoStep          | Discrete(1) | 2     | V([0]) = gamma, V([1]) = 1          |
+| Probe-ActionReward     | Discrete(2) | 1     | pi(1) = 1, V = 1                    |
+| Probe-ObsActionReward  | Discrete(2) | 1     | pi(a = [obs > 0]) = 1, V = 1        |
+| Probe-Truncation       | Discrete(1) | 10    | V = 1 / (1 - gamma) everywhere      |
+| Probe-ContinuousAction | Box[-2, 2]  | 1     | a* = 1, V = 0                       |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import environment, spaces
+
+
+@struct.dataclass
+class ProbeState(environment.EnvState):
+    """time: [] int32, steps taken this episode; sign: [] float32, +1 or -1."""
+
+    time: jax.Array
+    sign: jax.Array
+
+
+@struct.dataclass
+class ProbeParams(environment.EnvParams):
+    max_steps_in_episode: int = 10
+
+
+class ProbeEnv(environment.Environment[ProbeState, ProbeParams]):
+    """Shared plumbing; a probe defines `get_obs`, `reward`, `is_terminated`.
+
+    Truncation is the time limit reached *without* natural termination, so a
+    one-step probe terminates and never also truncates, whatever the limit.
+    """
+
+    env_id = "Probe-Base"
+
+    @property
+    def default_params(self) -> ProbeParams:
+        return ProbeParams()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    @property
+    def name(self) -> str:
+        return self.env_id
+
+    @property
+    def num_actions(self) -> int:
+        return 1
+
+    def action_space(self, params: ProbeParams | None = None) -> spaces.Space:
+        return spaces.Discrete(self.num_actions)
+
+    def observation_space(self, params: ProbeParams | None = None) -> spaces.Box:
+        return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
+
+    def reset_env(self, key: jax.Array, params: ProbeParams) -> tuple[jax.Array, ProbeState]:
+        sign = jnp.where(jax.random.bernoulli(key), 1.0, -1.0).astype(jnp.float32)
+        state = ProbeState(time=jnp.zeros((), jnp.int32), sign=sign)
+        return self.get_obs(state, params), state
+
+    def step_env(
+        self, key: jax.Array, state: ProbeState, action: Any, params: ProbeParams
+    ) -> tuple[jax.Array, ProbeState, jax.Array, jax.Array, dict[str, Any]]:
+        reward = jnp.asarray(self.reward(state, action, params), jnp.float32)
+        next_state = state.replace(time=state.time + 1)
+        terminated = jnp.asarray(self.is_terminated(next_state, params), jnp.bool_)
+        info = {"discount": 1.0 - terminated.astype(jnp.float32)}
+        return self.get_obs(next_state, params), next_state, reward, terminated, info
+
+    def is_truncated(self, state: ProbeState, params: ProbeParams) -> jax.Array:
+        return jnp.logical_and(
+            state.time >= params.max_steps_in_episode,
+            jnp.logical_not(self.is_terminated(state, params)),
+        )
+
+    def get_obs(self, state: ProbeState, params: Any = None, key: Any = None) -> jax.Array:
+        return jnp.zeros((1,), jnp.float32)
+
+    def reward(self, state: ProbeState, action: Any, params: ProbeParams) -> jax.Array:
+        """Reward for taking `action` in `state` (the pre-step state)."""
+        raise NotImplementedError
+
+    def is_terminated(self, state: ProbeState, params: ProbeParams) -> jax.Array:
+        """Natural termination of the post-step `state`; one step by default."""
+        return state.time >= 1
+
+
+class ConstantRewardProbe(ProbeEnv):
+    """One action, obs [0], one step, reward +1. Tests value fitting: V = 1."""
+
+    env_id = "Probe-ConstantReward"
+
+    def reward(self, state, action, params):
+        return 1.0
+
+
+class ObsRewardProbe(ProbeEnv):
+    """Obs [+1] or [-1] at random, one step, reward = obs. Tests V(obs) = obs."""
+
+    env_id = "Probe-ObsReward"
+
+    def get_obs(self, state, params=None, key=None):
+        return jnp.reshape(state.sign, (1,))
+
+    def reward(self, state, action, params):
+        return state.sign
+
+
+class TwoStepProbe(ProbeEnv):
+    """Obs [0] then [1]; reward 0 then +1; terminates after two steps.
+
+    Tests discounting across a step: V([0]) = gamma, V([1]) = 1.
+    """
+
+    env_id = "Probe-TwoStep"
+
+    def get_obs(self, state, params=None, key=None):
+        # the terminal observation repeats [1]; it is never bootstrapped from
+        return jnp.reshape(jnp.minimum(state.time, 1).astype(jnp.float32), (1,))
+
+    def reward(self, state, action, params):
+        return jnp.where(state.time == 1, 1.0, 0.0)
+
+    def is_terminated(self, state, params):
+        return state.time >= 2
+
+
+class ActionRewardProbe(ProbeEnv):
+    """Obs [0], two actions, one step; reward +1 for action 1, else 0."""
+
+    env_id = "Probe-ActionReward"
+
+    @property
+    def num_actions(self) -> int:
+        return 2
+
+    def reward(self, state, action, params):
+        return jnp.where(action == 1, 1.0, 0.0)
+
+
+class ObsActionRewardProbe(ProbeEnv):
+    """Obs [+1] or [-1]; reward +1 for action 1 on [+1] / action 0 on [-1], else 0.
+
+    Tests that policy and value both condition on the observation.
+    """
+
+    env_id = "Probe-ObsActionReward"
+
+    @property
+    def num_actions(self) -> int:
+        return 2
+
+    def get_obs(self, state, params=None, key=None):
+        return jnp.reshape(state.sign, (1,))
+
+    def reward(self, state, action, params):
+        correct_action = (state.sign > 0).astype(jnp.int32)
+        return jnp.where(action == correct_action, 1.0, 0.0)
+
+
+class TruncationProbe(ProbeEnv):
+    """Never terminates; reward +1 each step; obs [time / max_steps] after the step.
+
+    Truncated by the time limit (default 10 steps). Since truncation is not
+    termination, V = 1 / (1 - gamma) in every state; a trainer that treats the
+    time limit as terminal learns values that shrink toward the end. The final
+    observation [1.0] differs from the reset observation [0.0], so bootstrapping
+    from the wrong one is detectable.
+    """
+
+    env_id = "Probe-Truncation"
+
+    def get_obs(self, state, params=None, key=None):
+        params = self.default_params if params is None else params
+        fraction = state.time.astype(jnp.float32) / params.max_steps_in_episode
+        return jnp.reshape(fraction, (1,))
+
+    def observation_space(self, params=None):
+        return spaces.Box(0.0, 1.0, (1,), jnp.float32)
+
+    def reward(self, state, action, params):
+        return 1.0
+
+    def is_terminated(self, state, params):
+        return jnp.zeros((), jnp.bool_)
+
+
+class ContinuousActionProbe(ProbeEnv):
+    """Obs [0], Box action in [-2, 2] of shape (1,), one step, reward -(a - 1)^2.
+
+    The env itself does not clip, so `ClipAction` is observable. Optimal a = 1.
+    """
+
+    env_id = "Probe-ContinuousAction"
+
+    def action_space(self, params=None):
+        return spaces.Box(-2.0, 2.0, (1,), jnp.float32)
+
+    def reward(self, state, action, params):
+        action = jnp.reshape(jnp.asarray(action, jnp.float32), (-1,))
+        return -jnp.sum(jnp.square(action - 1.0))
+
+
+PROBE_ENVS: dict[str, type[ProbeEnv]] = {
+    cls.env_id: cls
+    for cls in (
+        ConstantRewardProbe,
+        ObsRewardProbe,
+        TwoStepProbe,
+        ActionRewardProbe,
+        ObsActionRewardProbe,
+        TruncationProbe,
+        ContinuousActionProbe,
+    )
+}

@@ -1,0 +1,145 @@
+"""`make_env(env_id)`: gymnax ids, probe ids and user-registered ids, wrapped."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+import gymnax
+from gymnax.environments import spaces
+
+from jaxrl_async.envs.probes import PROBE_ENVS
+from jaxrl_async.envs.wrappers import ClipAction, EpisodeStatistics
+
+EnvFactory = Callable[..., Any]
+
+# gymnax ids that cannot work here, with the reason shown to the user.
+_REFUSED_IDS = {
+    "MNISTBandit-bsuite": (
+        "env_id 'MNISTBandit-bsuite' is not supported: gymnax downloads MNIST when "
+        "the env is constructed and this project runs offline; use another bandit, "
+        "e.g. 'SimpleBandit-bsuite' or 'BernoulliBandit-misc'."
+    ),
+}
+
+# Filled by `register_env`; user factories shadow nothing (ids must be new).
+_USER_FACTORIES: dict[str, EnvFactory] = {}
+
+
+def _gymnax_ids() -> list[str]:
+    # read live: gymnax.register() appends to this list at run time
+    return [env_id for env_id in gymnax.registered_envs if env_id not in _REFUSED_IDS]
+
+
+def registered_env_ids() -> list[str]:
+    """Sorted ids `make_env` accepts: gymnax (minus refused), probes, user-registered."""
+    return sorted({*_gymnax_ids(), *PROBE_ENVS, *_USER_FACTORIES})
+
+
+def register_env(env_id: str, factory: EnvFactory) -> None:
+    """Adds a user env under `env_id`.
+
+    Args:
+      env_id: a new id (not a gymnax, probe, refused or already-registered id).
+      factory: `factory(**env_kwargs) -> env`, where env has the gymnax-1.x
+        functional API (`default_params`, `reset`, `step`, `action_space`,
+        `observation_space`).
+    """
+    if not isinstance(env_id, str) or not env_id:
+        raise ValueError(f"env_id={env_id!r} must be a non-empty string")
+    if not callable(factory):
+        raise ValueError(f"factory={factory!r} for {env_id!r} must be callable")
+    if env_id in _REFUSED_IDS or env_id in registered_env_ids():
+        raise ValueError(
+            f"env_id={env_id!r} is already registered; pick a new id "
+            "(see jaxrl_async.envs.registered_env_ids())"
+        )
+    _USER_FACTORIES[env_id] = factory
+
+
+def _construct(env_id: str, env_kwargs: dict[str, Any]) -> Any:
+    if env_id in _REFUSED_IDS:
+        # refuse before constructing: construction itself is what fails offline
+        raise ValueError(_REFUSED_IDS[env_id])
+    if env_id in _USER_FACTORIES:
+        return _USER_FACTORIES[env_id](**env_kwargs)
+    if env_id in PROBE_ENVS:
+        return PROBE_ENVS[env_id](**env_kwargs)
+    if env_id in _gymnax_ids():
+        env, _ = gymnax.make(env_id, **env_kwargs)
+        return env
+    raise ValueError(_unknown_id_message(env_id))
+
+
+def _unknown_id_message(env_id: str) -> str:
+    known = registered_env_ids()
+    by_lower = {known_id.lower(): known_id for known_id in known}
+    close = difflib.get_close_matches(str(env_id).lower(), list(by_lower), n=3, cutoff=0.6)
+    if close:
+        hint = "did you mean " + ", ".join(repr(by_lower[c]) for c in close) + "?"
+    else:
+        hint = "no close matches."
+    return (
+        f"unknown env_id {env_id!r}; {hint} "
+        f"See jaxrl_async.envs.registered_env_ids() for all {len(known)} ids."
+    )
+
+
+def make_env(env_id: str, **env_kwargs: Any) -> tuple[Any, Any]:
+    """Builds a wrapped env and its default params.
+
+    The env is `EpisodeStatistics(env)`, or `EpisodeStatistics(ClipAction(env))`
+    when its action space is a continuous `Box`. `env_kwargs` go to the env's
+    constructor; change `EnvParams` fields with `params.replace(...)`.
+
+    Returns:
+      (env, env_params), with env's `step` returning the gymnax-1.x six-tuple
+      `(obs, state, reward, terminated, truncated, info)`.
+
+    Raises:
+      ValueError: unknown or refused `env_id`.
+    """
+    env = _construct(env_id, env_kwargs)
+    missing = [
+        attribute
+        for attribute in ("default_params", "reset", "step", "action_space")
+        if not hasattr(env, attribute)
+    ]
+    if missing:
+        raise ValueError(
+            f"env built for {env_id!r} lacks {missing}; its factory must return an "
+            "env with the gymnax functional API"
+        )
+    params = env.default_params
+    if isinstance(env.action_space(params), spaces.Box):
+        env = ClipAction(env)
+    return EpisodeStatistics(env), params
+
+
+def is_discrete(env: Any, params: Any = None) -> bool:
+    """Whether `env`'s action space is `Discrete`."""
+    params = env.default_params if params is None else params
+    return isinstance(env.action_space(params), spaces.Discrete)
+
+
+def action_dim(env: Any, params: Any = None) -> int:
+    """Number of discrete actions, or the flat size of a `Box` action."""
+    params = env.default_params if params is None else params
+    space = env.action_space(params)
+    if isinstance(space, spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, spaces.Box):
+        size = 1
+        for dim in space.shape:
+            size *= int(dim)
+        return size
+    raise ValueError(
+        f"action_dim supports Discrete and Box action spaces; {env.name} has {space!r}"
+    )
+
+
+def observation_shape(env: Any, params: Any = None) -> tuple[int, ...]:
+    """Shape of one observation, from the env's observation space."""
+    params = env.default_params if params is None else params
+    return tuple(int(dim) for dim in env.observation_space(params).shape)

@@ -1,0 +1,177 @@
+"""Pure, jit/vmap-safe wrappers over gymnax-1.x environments.
+
+Every wrapper keeps the gymnax-1.x functional API:
+
+    reset(key, params) -> (obs, state)
+    step(key, state, action, params)
+        -> (obs, state, reward, terminated, truncated, info)
+
+and delegates any attribute it does not define to the wrapped env. The wrapper
+objects hold no state; all state lives in the pytree they return.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import spaces
+
+
+class Wrapper:
+    """Delegating base: forwards reset/step, spaces and unknown attributes."""
+
+    def __init__(self, env: Any):
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes missing on the wrapper itself. Guard `_env`
+        # so copy/pickle (which probe before __init__ runs) cannot recurse forever.
+        if name == "_env":
+            raise AttributeError(name)
+        return getattr(self._env, name)
+
+    @property
+    def unwrapped(self) -> Any:
+        """The innermost (gymnax) environment."""
+        env = self._env
+        while isinstance(env, Wrapper):
+            env = env._env
+        return env
+
+    @property
+    def default_params(self) -> Any:
+        return self._env.default_params
+
+    @property
+    def name(self) -> str:
+        return self._env.name
+
+    @property
+    def num_actions(self) -> int:
+        return self._env.num_actions
+
+    def action_space(self, params: Any = None) -> Any:
+        return self._env.action_space(self.default_params if params is None else params)
+
+    def observation_space(self, params: Any = None) -> Any:
+        return self._env.observation_space(
+            self.default_params if params is None else params
+        )
+
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
+        return self._env.reset(key, self.default_params if params is None else params)
+
+    def step(
+        self, key: jax.Array, state: Any, action: Any, params: Any = None
+    ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        params = self.default_params if params is None else params
+        return self._env.step(key, state, action, params)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._env!r})"
+
+
+@struct.dataclass
+class EpisodeStatsState:
+    """State of `EpisodeStatistics`.
+
+    Attributes:
+      env_state: the wrapped env's state.
+      episode_return: [] float32, undiscounted return of the running episode.
+      episode_length: [] int32, steps taken in the running episode.
+    """
+
+    env_state: Any
+    episode_return: jax.Array
+    episode_length: jax.Array
+
+
+def _strong_typed(tree: Any) -> Any:
+    """Drops JAX weak types (keeps dtypes) so state types are identical every step.
+
+    Some gymnax envs return weakly-typed leaves from reset but strong ones from
+    step (Pendulum's `last_u`), which retraces a jitted step once and can make a
+    `lax.scan` carry's input and output types differ.
+    """
+    return jax.tree.map(lambda leaf: jax.lax.convert_element_type(leaf, jnp.result_type(leaf)), tree)
+
+
+class EpisodeStatistics(Wrapper):
+    """Tracks undiscounted episode return and length across auto-resets.
+
+    `step`'s info gains three keys (all scalars per env):
+      episode_return: float32, the finished episode's return on the step where
+        it ended (terminated or truncated), else 0.0.
+      episode_length: int32, likewise its length in steps, else 0.
+      episode_done: bool, terminated | truncated. This is the validity mask:
+        average `episode_return` / `episode_length` only where it is True.
+    Inner info keys (`terminated`, `truncated`, `final_observation`, ...) are kept.
+    The env state's leaves are made strongly typed, so reset and step return
+    states of identical types (no retrace, stable `lax.scan` carries).
+    """
+
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, EpisodeStatsState]:
+        obs, env_state = super().reset(key, params)
+        state = EpisodeStatsState(
+            env_state=_strong_typed(env_state),
+            episode_return=jnp.zeros((), jnp.float32),
+            episode_length=jnp.zeros((), jnp.int32),
+        )
+        return obs, state
+
+    def step(
+        self,
+        key: jax.Array,
+        state: EpisodeStatsState,
+        action: Any,
+        params: Any = None,
+    ) -> tuple[Any, EpisodeStatsState, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        obs, env_state, reward, terminated, truncated, info = super().step(
+            key, state.env_state, action, params
+        )
+        episode_done = jnp.logical_or(terminated, truncated).astype(jnp.bool_)
+        new_return = state.episode_return + jnp.asarray(reward, jnp.float32)
+        new_length = state.episode_length + jnp.ones((), jnp.int32)
+        info = {
+            **info,
+            "episode_return": jnp.where(episode_done, new_return, 0.0).astype(jnp.float32),
+            "episode_length": jnp.where(episode_done, new_length, 0).astype(jnp.int32),
+            "episode_done": episode_done,
+        }
+        state = EpisodeStatsState(
+            env_state=_strong_typed(env_state),
+            # the inner env has auto-reset, so the counters start the next episode
+            episode_return=jnp.where(episode_done, 0.0, new_return).astype(jnp.float32),
+            episode_length=jnp.where(episode_done, 0, new_length).astype(jnp.int32),
+        )
+        return obs, state, reward, terminated, truncated, info
+
+
+class ClipAction(Wrapper):
+    """Clips continuous actions to the action `Box`'s [low, high] before stepping.
+
+    Only the env sees the clipped action. The learner must keep the unclipped
+    sample: the policy's log-prob is defined for what the Gaussian drew, and
+    clipping it would bias the likelihood ratio (mass piles up at the bounds).
+    """
+
+    def __init__(self, env: Any):
+        super().__init__(env)
+        space = env.action_space(env.default_params)
+        if not isinstance(space, spaces.Box):
+            raise TypeError(
+                f"ClipAction needs a continuous Box action space, but {env.name} "
+                f"has {space!r}; wrap only continuous-action envs."
+            )
+
+    def step(
+        self, key: jax.Array, state: Any, action: jax.Array, params: Any = None
+    ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        params = self.default_params if params is None else params
+        space = self._env.action_space(params)
+        # bounds may depend on params (traced under jit); jnp.clip handles both
+        action = jnp.clip(action, space.low, space.high)
+        return self._env.step(key, state, action, params)
