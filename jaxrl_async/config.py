@@ -100,8 +100,12 @@ class TrainConfig:
     """Independent seeds trained side by side (vmapped in one jit)."""
     mode: Literal["fused", "async"] = "fused"
     """'fused': K iterations per jit call; 'async': a rollout thread overlaps acting with learning."""
+    lag: Literal["0", "1", "latest"] = "1"
+    """Async mode: params the actor uses for rollout k: '0' version k (lock step, identical to fused), '1' version k-1 (overlapped, deterministic), 'latest' (free-running)."""
+    buffer_size: int = 1
+    """Async mode: rollouts the actor may hold ready for the learner (1 = double buffering)."""
     iterations_per_call: int | Literal["auto", "all"] = "auto"
-    """Fused mode: iterations per jit call, the host logging after each; 'auto' (about 20 calls) or 'all' (one XLA program)."""
+    """Iterations per host sync (fused: per jit call; async: per log line); 'auto' (about 20) or 'all' (fused: one XLA program)."""
     normalize_obs: bool = False
     """Running observation normalisation (statistics live in the rollout state)."""
     eval_episodes: int = 32
@@ -121,6 +125,8 @@ class TrainConfig:
         _check(self.iterations_per_call in ("auto", "all")
                or (isinstance(self.iterations_per_call, int) and self.iterations_per_call >= 1),
                "iterations_per_call", self.iterations_per_call, "use a positive count, 'auto' or 'all'")
+        _check(self.lag in ("0", "1", "latest"), "lag", self.lag, "choose 0, 1 or latest")
+        _check(self.buffer_size >= 1, "buffer_size", self.buffer_size, "must be >= 1")
         _check(self.eval_episodes >= 1, "eval_episodes", self.eval_episodes, "must be >= 1")
         _check(self.scan_unroll >= 1, "scan_unroll", self.scan_unroll, "must be >= 1")
         _check(self.total_timesteps >= self.batch_size, "total_timesteps", self.total_timesteps,

@@ -141,58 +141,80 @@ def final_evaluation(c: Components, state: TrainState, num_seeds: int, seed: int
     return evaluate(state.learner.params, state.rollout.obs_stats, keys)
 
 
+class Run:
+    """The host side of one training run: its pieces, its directory and its metric sinks."""
+
+    def __init__(self, cfg: TrainConfig, console: bool):
+        self.wall_start = time.perf_counter()
+        self.cfg = cfg
+        self.c = build(cfg)  # bad input (an unknown env id, say) fails before anything is written
+        self.run_dir = run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
+        run_dir_lib.write_json(f"{self.run_dir}/{run_dir_lib.CONFIG_FILE}", cfg.to_dict())
+        self.console = console
+        self.sinks = metrics_lib.open_sinks(self.run_dir, cfg.env_steps, console)
+
+    def log(self, record: dict) -> None:
+        for sink in self.sinks:
+            sink.write(record)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+
+
+def train_fused(run: Run, state: TrainState) -> tuple[TrainState, dict]:
+    """K iterations per jit call, donated state, metrics summed on the device."""
+    cfg, num_seeds = run.cfg, run.cfg.num_seeds
+    plan = chunk_plan(cfg.num_updates, cfg.iterations_per_call)
+    compile_start = time.perf_counter()
+    # ahead-of-time compile, so compile time is measured apart from steady-state time
+    compiled = {k: jax.jit(over_seeds(functools.partial(run_iterations, run.c, num_iterations=k), num_seeds),
+                           donate_argnums=0).lower(state).compile() for k in sorted(set(plan))}
+    compile_s = time.perf_counter() - compile_start
+    train_s, done = 0.0, 0
+    for k in plan:
+        start = time.perf_counter()
+        state, sums = compiled[k](state)
+        sums = jax.device_get(sums)
+        elapsed = time.perf_counter() - start
+        train_s += elapsed
+        done += k
+        check_finite(sums, done)
+        run.log(window_record(cfg, metrics_lib.finalize(sums, k), done, k, elapsed, run.wall_start))
+    return state, {"compile_s": compile_s, "train_s": train_s}
+
+
 def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None) -> TrainResult:
     """Train `cfg.num_seeds` seeds; write the run directory; return the summary and final state.
 
     Args:
-      cfg: the run's configuration.
+      cfg: the run's configuration (`cfg.mode` picks fused or async).
       console: print a progress line per host sync.
       hparams: optional algorithm hyperparameters with a leading `[S]` axis (a sweep
         vmapped inside one jit); default: the config's values for every seed.
     """
-    if cfg.mode != "fused":
-        from jaxrl_async.async_train import train_async  # the pipeline, only when asked for
-
-        return train_async(cfg, console=console)
-    wall_start = time.perf_counter()
-    c = build(cfg)  # bad input (an unknown env id, say) fails before anything is written
-    run_dir = run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
-    run_dir_lib.write_json(f"{run_dir}/{run_dir_lib.CONFIG_FILE}", cfg.to_dict())
-    num_seeds = cfg.num_seeds
-    sinks = metrics_lib.open_sinks(run_dir, cfg.env_steps, console)
+    run = Run(cfg, console)
     try:
-        compile_start = time.perf_counter()
-        init = over_seeds(functools.partial(init_state, c), num_seeds)
-        state = jax.jit(init)(seed_keys(cfg.seed, num_seeds), hparams) if hparams is not None \
-            else jax.jit(lambda keys: init(keys))(seed_keys(cfg.seed, num_seeds))
-        plan = chunk_plan(cfg.num_updates, cfg.iterations_per_call)
-        # ahead-of-time compile, so compile time is measured apart from steady-state time
-        compiled = {k: jax.jit(over_seeds(functools.partial(run_iterations, c, num_iterations=k), num_seeds),
-                               donate_argnums=0).lower(state).compile() for k in sorted(set(plan))}
-        compile_s = time.perf_counter() - compile_start
-        run_s, done = 0.0, 0
-        for k in plan:
-            start = time.perf_counter()
-            state, sums = compiled[k](state)
-            sums = jax.device_get(sums)
-            elapsed = time.perf_counter() - start
-            run_s += elapsed
-            done += k
-            check_finite(sums, done)
-            record = window_record(cfg, metrics_lib.finalize(sums, k), done, k, elapsed, wall_start)
-            for sink in sinks:
-                sink.write(record)
-        eval_result = jax.device_get(final_evaluation(c, state, num_seeds, cfg.seed))
+        init_start = time.perf_counter()
+        init = jax.jit(over_seeds(functools.partial(init_state, run.c), cfg.num_seeds))
+        state = init(seed_keys(cfg.seed, cfg.num_seeds), hparams)
+        init_s = time.perf_counter() - init_start
+        if cfg.mode == "fused":
+            state, timing = train_fused(run, state)
+        else:
+            from jaxrl_async.async_train import train_async  # the pipeline, only when asked for
+
+            state, timing = train_async(run, state)
+        timing["compile_s"] += init_s
+        eval_result = jax.device_get(final_evaluation(run.c, state, cfg.num_seeds, cfg.seed))
     finally:
-        for sink in sinks:
-            sink.close()
-    summary = make_summary(cfg, state, eval_result, wall_s=time.perf_counter() - wall_start,
-                           compile_s=compile_s, run_s=run_s)
-    run_dir_lib.write_json(f"{run_dir}/{run_dir_lib.SUMMARY_FILE}", summary)
+        run.close()
+    summary = make_summary(cfg, state, eval_result, wall_s=time.perf_counter() - run.wall_start, **timing)
+    run_dir_lib.write_json(f"{run.run_dir}/{run_dir_lib.SUMMARY_FILE}", summary)
     if console:
         print(f"final greedy return {summary['final_eval_return_mean']:.2f} "
-              f"(per seed {[round(r, 2) for r in summary['final_eval_return']]}); run dir {run_dir}")
-    return TrainResult(summary, state, run_dir, eval_result)
+              f"(per seed {[round(r, 2) for r in summary['final_eval_return']]}); run dir {run.run_dir}")
+    return TrainResult(summary, state, run.run_dir, eval_result)
 
 
 def window_record(cfg: TrainConfig, window: dict, updates_done: int, num_iterations: int,
@@ -210,7 +232,7 @@ def window_record(cfg: TrainConfig, window: dict, updates_done: int, num_iterati
 
 
 def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *,
-                 wall_s: float, compile_s: float, run_s: float) -> dict:
+                 wall_s: float, compile_s: float, train_s: float, **extra) -> dict:
     returns = np.asarray(eval_result.returns)  # [S, N]
     complete = np.asarray(eval_result.complete)
     per_seed = [float(r[m].mean()) if m.any() else float("nan") for r, m in zip(returns, complete)]
@@ -228,7 +250,8 @@ def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *
         "final_eval_episodes": int(complete.sum(axis=-1).min()),
         "wall_s": wall_s,
         "compile_s": compile_s,
-        "train_s": run_s,
-        "steps_per_second": cfg.num_seeds * cfg.env_steps / run_s,
+        "train_s": train_s,
+        "steps_per_second": cfg.num_seeds * cfg.env_steps / train_s,
         "params_digest": digests,
+        **extra,
     }

@@ -1,0 +1,244 @@
+"""The async pipeline: versioned parameter hand-off and a double-buffering rollout thread.
+
+    store = ParamStore()
+    store.publish(learner.params)                      # version 0
+    with RolloutWorker(collect, rollout_state, store, lag=1, num_rollouts=n) as worker:
+        for _ in range(n):
+            item = worker.get()                        # (version, trajectory, timings)
+            learner = update(learner, item.trajectory)
+            store.publish(learner.params)              # version k + 1
+
+Nothing here knows about RL: `collect(params, rollout_state) -> (rollout_state,
+trajectory)` is any jitted function. Lag policies (which params rollout k uses):
+
+- `0`: version k, the newest: lock step, deterministic, identical to the fused mode;
+- `1`: version k - 1 (0 for the first two): deterministic, acting overlaps learning;
+- `latest`: whatever is newest when the rollout starts: fastest, not reproducible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+LAG_POLICIES = ("0", "1", "latest")
+
+
+class PipelineClosed(RuntimeError):
+    """The worker stopped (closed, or ran out of rollouts) while someone waited on it."""
+
+
+def _describe(path) -> str:
+    return jax.tree_util.keystr(path) or "<root>"
+
+
+def check_same_tree(reference: Any, candidate: Any, what: str = "params") -> None:
+    """Raise ValueError naming the first leaf whose structure, shape or dtype differs."""
+    ref_leaves, ref_def = jax.tree_util.tree_flatten_with_path(reference)
+    new_leaves, new_def = jax.tree_util.tree_flatten_with_path(candidate)
+    if ref_def != new_def:
+        ref_paths = [_describe(p) for p, _ in ref_leaves]
+        new_paths = [_describe(p) for p, _ in new_leaves]
+        missing = next((p for p in ref_paths if p not in new_paths), None)
+        extra = next((p for p in new_paths if p not in ref_paths), None)
+        detail = f"missing leaf {missing}" if missing else f"unexpected leaf {extra}" if extra else \
+            f"tree structure {new_def} != {ref_def}"
+        raise ValueError(f"{what} do not match the first published tree: {detail}; publish a tree of the "
+                         "same structure, shapes and dtypes (the same network config)")
+    for (path, ref), (_, new) in zip(ref_leaves, new_leaves):
+        if np.shape(ref) != np.shape(new) or np.result_type(ref) != np.result_type(new):
+            raise ValueError(
+                f"{what} leaf {_describe(path)} has shape {np.shape(new)} dtype {np.result_type(new)}, "
+                f"but the first published tree has shape {np.shape(ref)} dtype {np.result_type(ref)}; "
+                "publish a tree of the same structure, shapes and dtypes (the same network config)")
+
+
+class ParamStore:
+    """Holds the latest `(version, params)`, plus a short history for the fixed-lag policy.
+
+    `publish` waits until the params are computed, checks them against the first
+    published tree, then rebinds one reference, so a reader never sees a torn
+    (version, params) pair and versions never go backwards. Published arrays must
+    not be donated afterwards: a reader may hold them.
+    """
+
+    def __init__(self, history: int = 2):
+        if history < 1:
+            raise ValueError(f"history={history} must be >= 1")
+        self._history = history
+        self._latest: tuple[int, Any] | None = None
+        self._recent: dict[int, Any] = {}
+        self._reference: Any = None
+        self._changed = threading.Condition()
+
+    def publish(self, params: Any) -> int:
+        params = jax.block_until_ready(params)
+        if self._reference is None:
+            self._reference = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.result_type(x)), params)
+        else:
+            check_same_tree(self._reference, params)
+        with self._changed:
+            version = 0 if self._latest is None else self._latest[0] + 1
+            self._recent[version] = params
+            self._recent.pop(version - self._history, None)
+            self._latest = (version, params)  # the one atomic rebinding readers see
+            self._changed.notify_all()
+        return version
+
+    def latest(self) -> tuple[int, Any]:
+        latest = self._latest
+        if latest is None:
+            raise LookupError("nothing published yet: call publish(params) first")
+        return latest
+
+    @property
+    def version(self) -> int:
+        return -1 if self._latest is None else self._latest[0]
+
+    def wait_for(self, version: int, stop: threading.Event, poll_s: float = 0.05) -> tuple[int, Any]:
+        """Block until `version` is published; return exactly that version's params."""
+        with self._changed:
+            while self.version < version:
+                if stop.is_set():
+                    raise PipelineClosed("stopped while waiting for params")
+                self._changed.wait(poll_s)
+            if version not in self._recent:
+                raise LookupError(f"params version {version} is no longer held (newest {self.version}, "
+                                  f"history {self._history})")
+            return version, self._recent[version]
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutItem:
+    """One collected rollout as the learner receives it."""
+
+    index: int  # rollout number k, from 0
+    version: int  # params version it was collected with
+    trajectory: Any
+    rollout_state: Any  # the actor's state right after this rollout (for checkpoints)
+    rollout_s: float  # time inside the jitted rollout
+    actor_wait_s: float  # time the actor waited, before this rollout, for params and for a free slot
+
+
+_END = object()
+
+
+class RolloutWorker:
+    """A background thread that collects rollouts into a bounded buffer.
+
+    An exception in the thread reaches the learner at its next `get()` (the
+    original exception, with its traceback). `close()` (also on `__exit__`) stops
+    and joins the thread; it is safe to call more than once.
+    """
+
+    def __init__(self, collect: Callable, rollout_state: Any, store: ParamStore, *, lag: str | int = "1",
+                 num_rollouts: int | None = None, buffer_size: int = 1, first_index: int = 0,
+                 join_timeout_s: float = 60.0):
+        lag = str(lag)
+        if lag not in LAG_POLICIES:
+            raise ValueError(f"lag={lag!r} is invalid: choose one of {', '.join(LAG_POLICIES)}")
+        if buffer_size < 1:
+            raise ValueError(f"buffer_size={buffer_size} must be >= 1")
+        self.lag = lag
+        self._collect = collect
+        self._state = rollout_state
+        self._store = store
+        self._num_rollouts = num_rollouts
+        self._first_index = first_index
+        self._join_timeout_s = join_timeout_s
+        self._buffer: queue.Queue = queue.Queue(maxsize=buffer_size)
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="rollout-worker", daemon=True)
+        self._thread.start()
+
+    # -- actor side ------------------------------------------------------
+    def _version_for(self, index: int) -> int | None:
+        if self.lag == "0":
+            return index
+        if self.lag == "1":
+            return max(index - 1, 0)
+        return None  # latest
+
+    def _put(self, item) -> None:
+        while not self._stop.is_set():
+            try:
+                self._buffer.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+        raise PipelineClosed("stopped while waiting for a free buffer slot")
+
+    def _run(self) -> None:
+        try:
+            index = self._first_index
+            blocked_s = 0.0  # time the previous item waited for a free slot
+            while not self._stop.is_set() and (self._num_rollouts is None
+                                               or index < self._first_index + self._num_rollouts):
+                wait_start = time.perf_counter()
+                wanted = self._version_for(index)
+                version, params = (self._store.latest() if wanted is None
+                                   else self._store.wait_for(wanted, self._stop))
+                actor_wait_s = blocked_s + time.perf_counter() - wait_start
+                start = time.perf_counter()
+                self._state, trajectory = self._collect(params, self._state)
+                jax.block_until_ready(trajectory)
+                rollout_s = time.perf_counter() - start
+                put_start = time.perf_counter()
+                self._put(RolloutItem(index, version, trajectory, self._state, rollout_s, actor_wait_s))
+                blocked_s = time.perf_counter() - put_start
+                index += 1
+        except PipelineClosed:
+            pass
+        except BaseException as error:  # noqa: BLE001 -- handed to the learner, never lost
+            self._error = error
+        finally:
+            try:
+                self._put(_END)
+            except PipelineClosed:
+                pass
+
+    # -- learner side ----------------------------------------------------
+    def get(self, poll_s: float = 0.05) -> RolloutItem:
+        """The next rollout; re-raises the actor's exception if it failed."""
+        while True:
+            if self._error is not None:  # an error wins over rollouts still buffered
+                self._thread.join(self._join_timeout_s)
+                raise self._error
+            try:
+                item = self._buffer.get(timeout=poll_s)
+            except queue.Empty:
+                if not self._thread.is_alive() and self._buffer.empty():
+                    item = _END
+                else:
+                    continue
+            if item is _END:
+                self._thread.join(self._join_timeout_s)
+                if self._error is not None:
+                    raise self._error
+                raise PipelineClosed("the rollout worker has no more rollouts")
+            return item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(self._join_timeout_s)
+        if self._thread.is_alive():
+            raise RuntimeError(f"rollout worker did not stop within {self._join_timeout_s} s")
+        while not self._buffer.empty():  # drop references to unread trajectories
+            self._buffer.get_nowait()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def __enter__(self) -> "RolloutWorker":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
