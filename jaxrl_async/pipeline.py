@@ -38,6 +38,10 @@ def _describe(path) -> str:
     return jax.tree_util.keystr(path) or "<root>"
 
 
+def _spec(leaf) -> tuple[tuple[int, ...], np.dtype]:
+    return tuple(np.shape(leaf)), np.dtype(getattr(leaf, "dtype", None) or np.result_type(leaf))
+
+
 def check_same_tree(reference: Any, candidate: Any, what: str = "params") -> None:
     """Raise ValueError naming the first leaf whose structure, shape or dtype differs."""
     ref_leaves, ref_def = jax.tree_util.tree_flatten_with_path(reference)
@@ -52,10 +56,10 @@ def check_same_tree(reference: Any, candidate: Any, what: str = "params") -> Non
         raise ValueError(f"{what} do not match the first published tree: {detail}; publish a tree of the "
                          "same structure, shapes and dtypes (the same network config)")
     for (path, ref), (_, new) in zip(ref_leaves, new_leaves):
-        if np.shape(ref) != np.shape(new) or np.result_type(ref) != np.result_type(new):
+        if _spec(ref) != _spec(new):
             raise ValueError(
-                f"{what} leaf {_describe(path)} has shape {np.shape(new)} dtype {np.result_type(new)}, "
-                f"but the first published tree has shape {np.shape(ref)} dtype {np.result_type(ref)}; "
+                f"{what} leaf {_describe(path)} has shape {np.shape(new)} dtype {_spec(new)[1]}, "
+                f"but the first published tree has shape {np.shape(ref)} dtype {_spec(ref)[1]}; "
                 "publish a tree of the same structure, shapes and dtypes (the same network config)")
 
 
@@ -80,7 +84,7 @@ class ParamStore:
     def publish(self, params: Any) -> int:
         params = jax.block_until_ready(params)
         if self._reference is None:
-            self._reference = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.result_type(x)), params)
+            self._reference = jax.tree.map(lambda x: jax.ShapeDtypeStruct(*_spec(x)), params)
         else:
             check_same_tree(self._reference, params)
         with self._changed:

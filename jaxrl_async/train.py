@@ -112,7 +112,7 @@ def chunk_plan(num_updates: int, iterations_per_call: int | str) -> list[int]:
     k = iterations_per_call
     if k == "auto":
         target = max(1, round(num_updates / 20))
-        divisors = [d for d in range(max(1, target // 2), 2 * target + 1) if num_updates % d == 0]
+        divisors = [d for d in range(max(1, -(-target // 2)), 2 * target + 1) if num_updates % d == 0]
         k = min(divisors, key=lambda d: abs(d - target)) if divisors else target
     k = min(k, num_updates)
     plan = [k] * (num_updates // k)

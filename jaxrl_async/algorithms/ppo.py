@@ -18,6 +18,7 @@ from flax import struct
 from jaxrl_async import losses
 from jaxrl_async.config import PPOConfig
 from jaxrl_async.networks import Policy
+from jaxrl_async.optimizer import make_optimizer, sgd_step
 from jaxrl_async.types import Algorithm, LearnerState, Trajectory
 
 # The trajectory fields the learner reads, flattened to [T * B, ...].
@@ -37,11 +38,6 @@ class PPOHyperparams:
     def from_config(cls, cfg: PPOConfig) -> "PPOHyperparams":
         return cls(*(jnp.asarray(getattr(cfg, f), jnp.float32)
                      for f in ("learning_rate", "ent_coef", "vf_coef", "clip_eps")))
-
-
-def make_optimizer(max_grad_norm: float) -> optax.GradientTransformation:
-    """Global-norm clipping then Adam's scaling; the (annealed) step size is applied by `update`."""
-    return optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.scale_by_adam(eps=1e-5))
 
 
 def make_ppo(cfg: PPOConfig, policy: Policy, *, num_updates: int, batch_size: int) -> Algorithm:
@@ -92,8 +88,8 @@ def make_ppo(cfg: PPOConfig, policy: Policy, *, num_updates: int, batch_size: in
             params, opt_state = carry
             grads, metrics = jax.grad(loss_fn, has_aux=True)(params, minibatch, hp)
             updates, opt_state = optimizer.update(grads, opt_state, params)
-            params = optax.apply_updates(params, jax.tree.map(lambda u: -learning_rate * u, updates))
-            return (params, opt_state), {**metrics, "grad_norm": optax.global_norm(grads)}
+            params = sgd_step(params, updates, learning_rate)
+            return (params, opt_state), {**metrics, "grad_norm": optax.tree.norm(grads)}
 
         def epoch(carry, _):
             params, opt_state, key = carry

@@ -1,0 +1,32 @@
+"""Shared fixtures: small training configs that compile in seconds on a CPU."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
+
+
+@pytest.fixture(scope="session")
+def tiny_config(tmp_path_factory):
+    """`tiny_config(**overrides) -> TrainConfig`: 4 envs x 8 steps, one 16-unit layer.
+
+    Each call gets its own fresh run directory unless `run_dir` is given; `ppo`
+    and `network` overrides are dicts of those configs' fields.
+    """
+    runs = tmp_path_factory.mktemp("runs")
+    counter = itertools.count()
+
+    def make(**overrides) -> TrainConfig:
+        ppo = dict(update_epochs=1, num_minibatches=2)
+        ppo.update(overrides.pop("ppo", {}))
+        network = dict(hidden_sizes=(16,))
+        network.update(overrides.pop("network", {}))
+        fields = dict(env="CartPole-v1", num_envs=4, num_steps=8, total_timesteps=4 * 32,
+                      eval_episodes=2, run_dir=str(runs / f"run{next(counter)}"))
+        fields.update(overrides)
+        return TrainConfig(**fields, network=NetworkConfig(**network), ppo=PPOConfig(**ppo))
+
+    return make

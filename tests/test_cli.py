@@ -1,0 +1,68 @@
+"""Tests for jaxrl_async.cli: exit codes and one-line errors that name the problem."""
+
+import json
+import os
+
+import pytest
+
+from jaxrl_async.cli import main
+
+
+def _error_line(capsys):
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("jaxrl-async train: error:")
+    return lines[0]
+
+
+@pytest.mark.parametrize("flags, must_mention", [
+    (["--num-envs", "abc"], ["--num-envs", "abc"]),
+    (["--learning-rate", "-1"], ["learning_rate", "-1"]),
+    (["--num-minibatches", "3"], ["num_minibatches=3", "512"]),
+    (["--env", "CartPole-v2"], ["CartPole-v2", "CartPole-v1"]),
+    (["--env", "MNISTBandit-bsuite"], ["MNISTBandit-bsuite", "offline"]),
+], ids=["not-an-int", "negative-lr", "minibatches-not-dividing", "env-typo", "refused-env"])
+def test_bad_input_exits_2_with_one_line(flags, must_mention, capsys, tmp_path):
+    run_dir = tmp_path / "run"
+    assert main(["train", *flags, "--run-dir", str(run_dir)]) == 2
+    line = _error_line(capsys)
+    for text in must_mention:
+        assert text in line, line
+    assert "Traceback" not in line
+    assert not run_dir.exists()  # nothing written for a run that never started
+
+
+def test_unknown_command_exits_2(capsys):
+    assert main(["trian"]) == 2
+    assert "unknown command 'trian'" in capsys.readouterr().err
+
+
+def test_envs_lists_gymnax_and_probe_ids(capsys):
+    assert main(["envs"]) == 0
+    ids = capsys.readouterr().out.split()
+    assert "CartPole-v1" in ids and "Probe-Truncation" in ids
+    assert "MNISTBandit-bsuite" not in ids
+
+
+def test_tiny_train_writes_the_run_directory(capsys, tmp_path):
+    run_dir = tmp_path / "cli-run"
+    code = main(["train", "--env", "Probe-ConstantReward", "--num-envs", "2", "--num-steps", "4",
+                 "--total-timesteps", "16", "--num-minibatches", "2", "--update-epochs", "1",
+                 "--hidden-sizes", "8", "--eval-episodes", "2", "--run-dir", str(run_dir)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert sorted(os.listdir(run_dir)) == ["config.json", "metrics.jsonl", "summary.json"]
+    with open(run_dir / "summary.json", encoding="utf-8") as f:
+        summary = json.load(f)
+    assert summary["env_id"] == "Probe-ConstantReward"
+    assert summary["env_steps"] == 16
+    with open(run_dir / "config.json", encoding="utf-8") as f:
+        config = json.load(f)
+    assert config["network"]["hidden_sizes"] == [8] and config["ppo"]["update_epochs"] == 1
+    assert "final greedy return 1.00" in captured.out  # one step, reward +1, whatever the policy
+
+    # the same directory again is refused, with the way out in the message
+    assert main(["train", "--env", "Probe-ConstantReward", "--num-envs", "2", "--num-steps", "4",
+                 "--total-timesteps", "16", "--num-minibatches", "2", "--run-dir", str(run_dir)]) == 2
+    assert "already holds a run" in _error_line(capsys)

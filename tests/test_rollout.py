@@ -1,0 +1,251 @@
+"""Tests for jaxrl_async.rollout: the jitted scan against a plain Python loop.
+
+The reference steps each env on its own (no vmap), keeps observation statistics
+as a NumPy mean/var over every raw observation seen, and computes GAE with a
+NumPy loop written in terms of episodes (if-statements on the flags).
+"""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_async.config import NetworkConfig
+from jaxrl_async.envs import make_env
+from jaxrl_async.networks import make_policy
+from jaxrl_async.rollout import make_rollout
+
+GAMMA = 0.9
+GAE_LAMBDA = 0.8
+NUM_ENVS = 4
+SMALL_NET = NetworkConfig(hidden_sizes=(16,))
+
+
+def build(env_id, *, num_steps, num_envs=NUM_ENVS, normalize_obs=False, max_steps=None):
+    env, env_params = make_env(env_id)
+    if max_steps is not None:
+        env_params = env_params.replace(max_steps_in_episode=max_steps)
+    policy = make_policy(SMALL_NET, env.observation_space(env_params).shape, env.action_space(env_params))
+    rollout = make_rollout(env, env_params, policy, num_envs=num_envs, num_steps=num_steps,
+                           gamma=GAMMA, gae_lambda=GAE_LAMBDA, normalize_obs=normalize_obs)
+    params = policy.init(jax.random.PRNGKey(1))
+    state = rollout.init(jax.random.PRNGKey(2))
+    return env, env_params, policy, rollout, params, state
+
+
+def numpy_gae(reward, terminated, truncated, value, bootstrap_value, gamma, lam):
+    """[T, B] GAE, one env at a time; an episode end cuts the recursion."""
+    num_steps, num_envs = reward.shape
+    advantage = np.zeros((num_steps, num_envs), np.float64)
+    for b in range(num_envs):
+        next_advantage = 0.0
+        for t in reversed(range(num_steps)):
+            if terminated[t, b] or truncated[t, b]:
+                next_advantage = 0.0  # the next step belongs to another episode
+            next_value = 0.0 if terminated[t, b] else bootstrap_value[t, b]
+            delta = reward[t, b] + gamma * next_value - value[t, b]
+            advantage[t, b] = delta + gamma * lam * next_advantage
+            next_advantage = advantage[t, b]
+    return advantage
+
+
+def reference_rollout(env, env_params, policy, params, state, num_steps, normalize_obs):
+    """The rollout as a step-by-step Python loop over the same keys."""
+    key, env_state, obs = state.key, state.env_state, np.asarray(state.obs)
+    num_envs = obs.shape[0]
+    seen = [obs]  # every raw observation the statistics have merged
+
+    def observe(raw):
+        if not normalize_obs:
+            return raw
+        everything = np.concatenate(seen).astype(np.float64)
+        mean, var = everything.mean(0), everything.var(0)
+        return np.clip((raw - mean) / np.sqrt(var + 1e-8), -10.0, 10.0).astype(np.float32)
+
+    rec = {name: [] for name in ("obs", "action", "log_prob", "value", "reward", "terminated",
+                                 "truncated", "next_obs", "episode_return", "episode_length",
+                                 "episode_done")}
+    for _ in range(num_steps):
+        key, act_key, step_key = jax.random.split(key, 3)
+        policy_obs = observe(obs)
+        dist, value = policy.apply(params, jnp.asarray(policy_obs))
+        action = dist.sample(act_key)
+        log_prob = dist.log_prob(action)
+        step_keys = jax.random.split(step_key, num_envs)
+        outputs = []
+        for b in range(num_envs):
+            env_state_b = jax.tree.map(lambda x: x[b], env_state)
+            outputs.append(env.step(step_keys[b], env_state_b, action[b], env_params))
+        next_obs = np.stack([np.asarray(o[0], np.float32) for o in outputs])
+        env_state = jax.tree.map(lambda *xs: jnp.stack(xs), *[o[1] for o in outputs])
+        infos = [o[5] for o in outputs]
+        seen.append(next_obs)
+        final_obs = np.stack([np.asarray(i["final_observation"], np.float32) for i in infos])
+        rec["obs"].append(policy_obs)
+        rec["action"].append(np.asarray(action))
+        rec["log_prob"].append(np.asarray(log_prob))
+        rec["value"].append(np.asarray(value))
+        rec["reward"].append(np.array([o[2] for o in outputs], np.float32))
+        rec["terminated"].append(np.array([o[3] for o in outputs], bool))
+        rec["truncated"].append(np.array([o[4] for o in outputs], bool))
+        rec["next_obs"].append(observe(final_obs))
+        for name in ("episode_return", "episode_length", "episode_done"):
+            rec[name].append(np.array([i[name] for i in infos]))
+        obs = next_obs
+    rec = {name: np.stack(values) for name, values in rec.items()}
+    rec["bootstrap_value"] = np.asarray(policy.value(params, jnp.asarray(rec["next_obs"])))
+    rec["advantage"] = numpy_gae(rec["reward"], rec["terminated"], rec["truncated"], rec["value"],
+                                 rec["bootstrap_value"], GAMMA, GAE_LAMBDA)
+    rec["target"] = rec["advantage"] + rec["value"]
+    return rec, dict(key=key, obs=obs, env_state=env_state, seen=np.concatenate(seen))
+
+
+# CartPole with 32 steps sees terminations; the probe with a 3-step limit, truncations.
+REFERENCE_CASES = [
+    pytest.param("CartPole-v1", 32, False, None, id="cartpole"),
+    pytest.param("CartPole-v1", 16, True, None, id="cartpole-normalized"),
+    pytest.param("Probe-Truncation", 8, False, 3, id="truncation"),
+    pytest.param("Probe-TwoStep", 6, False, None, id="twostep"),
+]
+
+
+@pytest.mark.parametrize("env_id, num_steps, normalize_obs, max_steps", REFERENCE_CASES)
+def test_jitted_scan_equals_python_loop(env_id, num_steps, normalize_obs, max_steps):
+    env, env_params, policy, rollout, params, state = build(
+        env_id, num_steps=num_steps, normalize_obs=normalize_obs, max_steps=max_steps)
+    new_state, traj = jax.jit(rollout.collect)(params, state)
+    expected, final = reference_rollout(env, env_params, policy, params, state, num_steps, normalize_obs)
+
+    # the case says something only if an episode ends inside the fragment
+    assert np.any(expected["terminated"] | expected["truncated"])
+    for name in ("action", "terminated", "truncated", "episode_done", "episode_length"):
+        np.testing.assert_array_equal(getattr(traj, name), expected[name], err_msg=name)
+    for name in ("obs", "next_obs", "log_prob", "value", "reward", "bootstrap_value",
+                 "advantage", "target", "episode_return"):
+        np.testing.assert_allclose(getattr(traj, name), expected[name], rtol=1e-5, atol=1e-5,
+                                   err_msg=name)
+    np.testing.assert_array_equal(new_state.key, final["key"])
+    np.testing.assert_allclose(new_state.obs, final["obs"], rtol=1e-6)
+    chex.assert_trees_all_close(new_state.env_state, final["env_state"], rtol=1e-5, atol=1e-6)
+    if normalize_obs:
+        seen = final["seen"]
+        assert float(new_state.obs_stats.count) == len(seen) == NUM_ENVS * (num_steps + 1)
+        np.testing.assert_allclose(new_state.obs_stats.mean, seen.mean(0), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(new_state.obs_stats.var, seen.var(0), rtol=1e-4, atol=1e-5)
+
+
+# ----------------------------------------------------------------- shapes and dtypes
+
+
+@pytest.mark.parametrize("env_id, obs_shape, action_shape, action_dtype", [
+    ("CartPole-v1", (4,), (), jnp.int32),
+    ("Probe-ContinuousAction", (1,), (1,), jnp.float32),
+])
+def test_trajectory_shapes_and_dtypes(env_id, obs_shape, action_shape, action_dtype):
+    num_steps = 5
+    _, _, _, rollout, params, state = build(env_id, num_steps=num_steps, num_envs=3)
+    new_state, traj = jax.jit(rollout.collect)(params, state)
+    time_batch = (num_steps, 3)
+    chex.assert_shape([traj.obs, traj.next_obs], time_batch + obs_shape)
+    chex.assert_type([traj.obs, traj.next_obs], jnp.float32)
+    chex.assert_shape(traj.action, time_batch + action_shape)
+    chex.assert_type(traj.action, action_dtype)
+    float_fields = [traj.log_prob, traj.value, traj.reward, traj.bootstrap_value, traj.advantage,
+                    traj.target, traj.episode_return]
+    chex.assert_shape(float_fields, time_batch)
+    chex.assert_type(float_fields, jnp.float32)
+    chex.assert_shape([traj.terminated, traj.truncated, traj.episode_done, traj.episode_length],
+                      time_batch)
+    chex.assert_type([traj.terminated, traj.truncated, traj.episode_done], bool)
+    chex.assert_type(traj.episode_length, jnp.int32)
+    chex.assert_trees_all_equal_shapes_and_dtypes(new_state, state)
+    np.testing.assert_array_equal(traj.target, traj.advantage + traj.value)
+
+
+# ----------------------------------------------------------------- episode boundaries
+
+
+@pytest.fixture(scope="module")
+def truncation_rollout():
+    """Probe-Truncation with a 3-step limit: obs 0, 1/3, 2/3, then final obs 1, reset to 0."""
+    env, env_params, policy, rollout, params, state = build(
+        "Probe-Truncation", num_steps=8, num_envs=2, max_steps=3)
+    _, traj = jax.jit(rollout.collect)(params, state)
+    return policy, params, traj
+
+
+def test_truncation_bootstraps_from_the_final_observation(truncation_rollout):
+    policy, params, traj = truncation_rollout
+    truncated = np.asarray(traj.truncated)
+    # steps 2 and 5 of every env end an episode; nothing terminates
+    np.testing.assert_array_equal(np.nonzero(truncated[:, 0])[0], [2, 5])
+    assert not np.any(traj.terminated)
+    np.testing.assert_allclose(np.asarray(traj.next_obs)[truncated], 1.0)
+    # and the env did reset: the step after a truncation acts on the reset observation 0
+    np.testing.assert_allclose(np.asarray(traj.obs)[3:7:3], 0.0)
+
+    value_final = float(policy.value(params, jnp.ones((1,))))
+    value_reset = float(policy.value(params, jnp.zeros((1,))))
+    assert abs(value_final - value_reset) > 1e-2, "critic too flat to tell the two apart"
+    np.testing.assert_allclose(np.asarray(traj.bootstrap_value)[truncated], value_final, rtol=1e-6)
+
+    # the advantage at a truncation is the one-step TD error: nothing after it leaks in
+    expected = 1.0 + GAMMA * value_final - np.asarray(traj.value)[truncated]
+    np.testing.assert_allclose(np.asarray(traj.advantage)[truncated], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_inside_an_episode_bootstrap_is_the_next_value(truncation_rollout):
+    _, _, traj = truncation_rollout
+    continues = ~np.asarray(traj.truncated)[:-1]
+    np.testing.assert_allclose(np.asarray(traj.bootstrap_value)[:-1][continues],
+                               np.asarray(traj.value)[1:][continues], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(traj.next_obs)[:-1][continues],
+                               np.asarray(traj.obs)[1:][continues])
+
+
+def test_termination_advantage_ignores_everything_after_it():
+    """Probe-TwoStep terminates every second step: A_t = r_t - V(s_t) there."""
+    _, _, _, rollout, params, state = build("Probe-TwoStep", num_steps=6, num_envs=2)
+    _, traj = jax.jit(rollout.collect)(params, state)
+    terminated = np.asarray(traj.terminated)
+    np.testing.assert_array_equal(np.nonzero(terminated[:, 0])[0], [1, 3, 5])
+    np.testing.assert_allclose(np.asarray(traj.advantage)[terminated],
+                               1.0 - np.asarray(traj.value)[terminated], rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(traj.episode_return)[terminated], 1.0)
+    np.testing.assert_array_equal(np.asarray(traj.episode_length)[terminated], 2)
+
+
+# ----------------------------------------------------------------- observation normalisation
+
+
+def test_normalized_rollout_keeps_statistics_in_the_state():
+    _, _, _, rollout, params, state = build("CartPole-v1", num_steps=10, normalize_obs=True)
+    assert float(state.obs_stats.count) == NUM_ENVS
+    # the first batch sets the statistics exactly: the policy sees a standardised batch
+    np.testing.assert_allclose(state.obs_stats.mean, np.asarray(state.obs).mean(0), rtol=1e-5, atol=1e-7)
+    new_state, traj = jax.jit(rollout.collect)(params, state)
+    assert float(new_state.obs_stats.count) == NUM_ENVS * 11
+    stats = state.obs_stats
+    np.testing.assert_allclose(
+        traj.obs[0], (np.asarray(state.obs) - stats.mean) / np.sqrt(stats.var + 1e-8), rtol=1e-5, atol=1e-5)
+
+    # off: statistics untouched, observations raw
+    _, _, _, plain, params, plain_state = build("CartPole-v1", num_steps=10, normalize_obs=False)
+    plain_new, plain_traj = jax.jit(plain.collect)(params, plain_state)
+    assert float(plain_new.obs_stats.count) == 0.0
+    np.testing.assert_array_equal(plain_traj.obs[0], plain_state.obs)
+
+
+# ----------------------------------------------------------------- no retrace
+
+
+def test_collect_traces_once_across_iterations():
+    _, _, policy, rollout, params, state = build("CartPole-v1", num_steps=4)
+    collect = jax.jit(chex.assert_max_traces(rollout.collect, n=1))
+    values = []
+    for i in range(4):
+        params = jax.tree.map(lambda x: x * (1.0 + 0.1 * i), params)  # new values, same types
+        state, traj = collect(params, state)
+        values.append(np.asarray(traj.value))
+    assert not np.allclose(values[0], values[-1])  # the new params were really used
