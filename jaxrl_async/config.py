@@ -80,6 +80,17 @@ class PPOConfig:
         _check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "must be > 0")
 
 
+# What a resumed run must keep: these fields shape the checkpointed state or give it its meaning.
+RESUME_FIXED_FIELDS = ("env", "algo", "num_envs", "num_steps", "num_seeds", "seed", "normalize_obs",
+                       "network.hidden_sizes", "network.activation", "network.torso")
+
+
+def _lookup(data: dict, dotted: str):
+    for part in dotted.split("."):
+        data = data[part]
+    return tuple(data) if isinstance(data, list) else data
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """A training run: environment, budget, seeds, mode, and the algorithm's settings."""
@@ -109,7 +120,17 @@ class TrainConfig:
     normalize_obs: bool = False
     """Running observation normalisation (statistics live in the rollout state)."""
     eval_episodes: int = 32
-    """Complete episodes of the greedy policy in the final evaluation (per seed)."""
+    """Complete episodes of the greedy policy per evaluation (per seed)."""
+    eval_interval: int | Literal["auto"] = "auto"
+    """Updates between evaluations (0: only the final one); 'auto': about 10 per run, at host syncs."""
+    eval_stochastic: bool = False
+    """Also evaluate the sampling (stochastic) policy at each evaluation."""
+    checkpoint_interval: int | Literal["auto"] = "auto"
+    """Updates between checkpoints of the whole training state (0: only the final one); 'auto': at each evaluation."""
+    keep_checkpoints: int = 3
+    """Numbered checkpoints kept (the newest); checkpoints/best.ckpt is kept apart."""
+    tensorboard: bool = False
+    """Also write TensorBoard event files to the run directory (needs tensorboardX)."""
     run_dir: str | None = None
     """Run directory; default runs/<env>-<algo>-<timestamp>."""
     scan_unroll: int = 1
@@ -128,6 +149,11 @@ class TrainConfig:
         _check(self.lag in ("0", "1", "latest"), "lag", self.lag, "choose 0, 1 or latest")
         _check(self.buffer_size >= 1, "buffer_size", self.buffer_size, "must be >= 1")
         _check(self.eval_episodes >= 1, "eval_episodes", self.eval_episodes, "must be >= 1")
+        for name in ("eval_interval", "checkpoint_interval"):
+            value = getattr(self, name)
+            _check(value == "auto" or (isinstance(value, int) and value >= 0), name, value,
+                   "use a count of updates >= 0 (0 = only at the end) or 'auto'")
+        _check(self.keep_checkpoints >= 1, "keep_checkpoints", self.keep_checkpoints, "must be >= 1")
         _check(self.scan_unroll >= 1, "scan_unroll", self.scan_unroll, "must be >= 1")
         _check(self.total_timesteps >= self.batch_size, "total_timesteps", self.total_timesteps,
                f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
@@ -152,6 +178,20 @@ class TrainConfig:
     def env_steps(self) -> int:
         """Environment steps actually taken per seed."""
         return self.num_updates * self.batch_size
+
+    def check_resumable_as(self, new: "TrainConfig") -> None:
+        """Raise ValueError if a run saved with this config cannot continue under `new`.
+
+        Fields that shape the saved state (env, seeds, network, ...) must stay; the budget,
+        the schedule, the mode and the shape-free hyperparameters may change.
+        """
+        old, changed = self.to_dict(), new.to_dict()
+        for field in RESUME_FIXED_FIELDS:
+            before, after = _lookup(old, field), _lookup(changed, field)
+            if before != after:
+                raise ValueError(f"cannot resume with {field}={after!r}: the run was trained with "
+                                 f"{field}={before!r}, and its checkpoint only fits that; drop the flag "
+                                 "or start a new run")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

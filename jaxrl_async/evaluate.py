@@ -11,6 +11,7 @@ the longest env, and it vmaps over seeds.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import jax
@@ -28,15 +29,18 @@ class EvalResult:
     lengths: jax.Array  # [N] int32
     complete: jax.Array  # [N] bool, the episode ended within the step limit
 
-    def summary(self, prefix: str = "eval") -> dict[str, float]:
-        """Host side: mean/std/min/max of return and length over complete episodes."""
-        returns, lengths = np.asarray(self.returns), np.asarray(self.lengths)
-        mask = np.asarray(self.complete)
-        out = {f"{prefix}_episodes": int(mask.sum())}
-        if mask.any():
-            for name, arr in (("return", returns[mask]), ("length", lengths[mask])):
-                out.update({f"{prefix}_{name}_mean": float(arr.mean()), f"{prefix}_{name}_std": float(arr.std()),
-                            f"{prefix}_{name}_min": float(arr.min()), f"{prefix}_{name}_max": float(arr.max())})
+    def summary_per_seed(self, prefix: str = "eval") -> dict[str, np.ndarray]:
+        """Host side, for `[S, N]` results: per seed, mean/std/min/max of return and length over
+        complete episodes (NaN for a seed with none), and the count of complete episodes."""
+        returns, lengths = np.atleast_2d(self.returns), np.atleast_2d(self.lengths)
+        mask = np.atleast_2d(np.asarray(self.complete, bool))
+        out: dict[str, np.ndarray] = {f"{prefix}_episodes": mask.sum(axis=-1)}
+        for name, values in (("return", returns), ("length", lengths)):
+            values = np.where(mask, values.astype(np.float64), np.nan)
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: no complete episode
+                for stat, fn in (("mean", np.nanmean), ("std", np.nanstd), ("min", np.nanmin), ("max", np.nanmax)):
+                    out[f"{prefix}_{name}_{stat}"] = fn(values, axis=-1)
         return out
 
 

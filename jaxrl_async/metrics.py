@@ -110,23 +110,35 @@ def _fmt_duration(seconds: float) -> str:
 
 
 class ConsoleSink:
-    """One progress line per host sync: env steps, steps/s, episode return, ETA."""
+    """A progress line (env steps, steps/s, episode return, evaluation, ETA), at most one per
+    `min_interval_s` except for evaluations and the final line."""
 
-    def __init__(self, total_env_steps: int, stream: TextIO | None = None):
+    def __init__(self, total_env_steps: int, start_steps: int = 0, stream: TextIO | None = None,
+                 min_interval_s: float = 1.0):
         self.total = total_env_steps
         self.stream = stream or sys.stdout
-        self.start = time.perf_counter()
+        self.min_interval_s = min_interval_s
+        self._last_print = -math.inf
+        self._start_steps = start_steps
+        self._start = time.perf_counter()
 
     def write(self, record: dict) -> None:
+        now = time.perf_counter()
         steps = record["env_steps"]
-        frac = steps / max(self.total, 1)
-        sps = record.get("steps_per_second")
-        eta = (self.total - steps) / (sps / record.get("num_seeds", 1)) if sps else 0.0
+        final = steps >= self.total
+        if not (final or "eval_return_mean" in record or now - self._last_print >= self.min_interval_s):
+            return
+        self._last_print = now
+        rate = (steps - self._start_steps) / max(now - self._start, 1e-9)  # per seed, wall clock
+        eta = (self.total - steps) / rate if rate > 0 else 0.0
         ret = record.get("episode_return_mean")
-        parts = [f"[{100 * frac:5.1f}%]", f"steps {steps:,}/{self.total:,}",
-                 f"sps {sps:,.0f}" if sps else "sps -",
+        evaluation = record.get("eval_return_mean")
+        sps = record.get("steps_per_second")
+        parts = [f"[{100 * steps / max(self.total, 1):5.1f}%]", f"steps {steps:,}/{self.total:,}",
+                 f"sps {sps:,.0f}" if sps else "",
                  f"return {ret:8.2f}" if ret is not None else "return    -",
-                 f"loss {record['loss']:.3f}" if "loss" in record else "",
+                 f"eval {evaluation:8.2f}" if evaluation is not None else "",
+                 f"loss {record['loss']:.3f}" if record.get("loss") is not None else "",
                  f"eta {_fmt_duration(eta)}"]
         print("  ".join(p for p in parts if p), file=self.stream, flush=True)
 
@@ -134,10 +146,34 @@ class ConsoleSink:
         pass
 
 
-def open_sinks(run_dir: str | None, total_env_steps: int, console: bool = True) -> list:
+class TensorBoardSink:
+    """Every numeric metric as a TensorBoard scalar, against env steps (tensorboardX)."""
+
+    def __init__(self, log_dir: str):
+        try:
+            from tensorboardX import SummaryWriter
+        except ImportError:
+            raise ValueError("--tensorboard needs the tensorboardX package: pip install 'jaxrl_async[tensorboard]'") from None
+        self._writer = SummaryWriter(log_dir)
+
+    def write(self, record: dict) -> None:
+        step = int(record["env_steps"])
+        for name, value in record.items():
+            if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and math.isfinite(value):
+                self._writer.add_scalar(name, float(value), step)
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def open_sinks(run_dir: str | None, total_env_steps: int, console: bool = True, *,
+               start_steps: int = 0, tensorboard: bool = False) -> list:
     sinks: list = []
+    if tensorboard:
+        sinks.append(TensorBoardSink(os.path.join(run_dir, "tensorboard")))
     if console:
-        sinks.append(ConsoleSink(total_env_steps))
+        sinks.append(ConsoleSink(total_env_steps, start_steps))
     if run_dir is not None:
         sinks.append(JsonlSink(os.path.join(run_dir, "metrics.jsonl")))
     return sinks

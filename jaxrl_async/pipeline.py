@@ -72,10 +72,11 @@ class ParamStore:
     not be donated afterwards: a reader may hold them.
     """
 
-    def __init__(self, history: int = 2):
+    def __init__(self, history: int = 2, first_version: int = 0):
         if history < 1:
             raise ValueError(f"history={history} must be >= 1")
         self._history = history
+        self._first_version = first_version  # a resumed run continues its numbering
         self._latest: tuple[int, Any] | None = None
         self._recent: dict[int, Any] = {}
         self._reference: Any = None
@@ -88,7 +89,7 @@ class ParamStore:
         else:
             check_same_tree(self._reference, params)
         with self._changed:
-            version = 0 if self._latest is None else self._latest[0] + 1
+            version = self._first_version if self._latest is None else self._latest[0] + 1
             self._recent[version] = params
             self._recent.pop(version - self._history, None)
             self._latest = (version, params)  # the one atomic rebinding readers see
@@ -103,7 +104,15 @@ class ParamStore:
 
     @property
     def version(self) -> int:
-        return -1 if self._latest is None else self._latest[0]
+        return self._first_version - 1 if self._latest is None else self._latest[0]
+
+    def get(self, version: int) -> Any:
+        """The params of a version still held (the newest `history` versions)."""
+        try:
+            return self._recent[version]
+        except KeyError:
+            raise LookupError(f"params version {version} is not held (newest {self.version}, "
+                              f"history {self._history})") from None
 
     def wait_for(self, version: int, stop: threading.Event, poll_s: float = 0.05) -> tuple[int, Any]:
         """Block until `version` is published; return exactly that version's params."""
@@ -112,10 +121,7 @@ class ParamStore:
                 if stop.is_set():
                     raise PipelineClosed("stopped while waiting for params")
                 self._changed.wait(poll_s)
-            if version not in self._recent:
-                raise LookupError(f"params version {version} is no longer held (newest {self.version}, "
-                                  f"history {self._history})")
-            return version, self._recent[version]
+            return version, self.get(version)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,6 +219,7 @@ class RolloutWorker:
         """The next rollout; re-raises the actor's exception if it failed."""
         while True:
             if self._error is not None:  # an error wins over rollouts still buffered
+                self._stop.set()  # the actor may be blocked putting its end marker into a full buffer
                 self._thread.join(self._join_timeout_s)
                 raise self._error
             try:

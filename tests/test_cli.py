@@ -52,7 +52,7 @@ def test_tiny_train_writes_the_run_directory(capsys, tmp_path):
                  "--hidden-sizes", "8", "--eval-episodes", "2", "--run-dir", str(run_dir)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert sorted(os.listdir(run_dir)) == ["config.json", "metrics.jsonl", "summary.json"]
+    assert sorted(os.listdir(run_dir)) == ["checkpoints", "config.json", "metrics.jsonl", "summary.json"]
     with open(run_dir / "summary.json", encoding="utf-8") as f:
         summary = json.load(f)
     assert summary["env_id"] == "Probe-ConstantReward"

@@ -1,0 +1,135 @@
+"""Whole-training-state checkpoints: atomic, checksummed msgpack, no code run on load.
+
+A checkpoint file is a msgpack map
+
+    {"format": "jaxrl_async-checkpoint", "version": 1, "sha256": <hex>, "payload": <bytes>}
+
+whose payload (flax's msgpack serialisation of plain dicts and arrays, never
+pickle) holds the config, the counters, the state dict of the `TrainState` —
+params, optimiser state, rollout state (env states, observations, normaliser
+statistics), every PRNG key — and extras such as the best evaluation so far. The
+checksum turns a truncated or bit-flipped file into a clear error instead of
+silently wrong numbers. Files are written to a temporary name, flushed, fsynced
+and renamed, so a crash leaves either the old file or the new one, never half.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import re
+from typing import Any
+
+import msgpack
+from flax import serialization
+
+FORMAT = "jaxrl_async-checkpoint"
+VERSION = 1
+CHECKPOINT_DIR = "checkpoints"
+BEST = "best.ckpt"
+_NUMBERED = re.compile(r"update_(\d+)\.ckpt$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: missing, corrupted, or from an incompatible run."""
+
+
+def checkpoint_dir(run_dir: str) -> str:
+    return os.path.join(run_dir, CHECKPOINT_DIR)
+
+
+def numbered_path(run_dir: str, updates: int) -> str:
+    return os.path.join(checkpoint_dir(run_dir), f"update_{updates:09d}.ckpt")
+
+
+def list_checkpoints(run_dir: str) -> list[str]:
+    """Numbered checkpoints, oldest first."""
+    paths = glob.glob(os.path.join(checkpoint_dir(run_dir), "update_*.ckpt"))
+    return sorted(p for p in paths if _NUMBERED.search(p))
+
+
+def latest_checkpoint(run_dir: str) -> str | None:
+    paths = list_checkpoints(run_dir)
+    return paths[-1] if paths else None
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Temporary file, flush, fsync, rename (then fsync the directory)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(os.path.dirname(path) or ".")
+
+
+def encode(content: dict) -> bytes:
+    payload = serialization.msgpack_serialize(content)
+    return msgpack.packb({"format": FORMAT, "version": VERSION,
+                          "sha256": hashlib.sha256(payload).hexdigest(), "payload": payload})
+
+
+def decode(data: bytes, path: str = "<bytes>") -> dict:
+    how_to = "resume from an earlier checkpoint in the same folder, or start a new run"
+    try:
+        outer = msgpack.unpackb(data, raw=False)
+    except Exception as error:  # msgpack raises several types for damaged input
+        raise CheckpointError(f"checkpoint {path} is truncated or corrupted ({type(error).__name__}); "
+                              f"{how_to}") from None
+    if not isinstance(outer, dict) or outer.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a jaxrl_async checkpoint; {how_to}")
+    if outer.get("version") != VERSION:
+        raise CheckpointError(f"checkpoint {path} has format version {outer.get('version')}, this "
+                              f"jaxrl_async reads version {VERSION}; use the jaxrl_async that wrote it")
+    payload = outer.get("payload")
+    if not isinstance(payload, bytes) or hashlib.sha256(payload).hexdigest() != outer.get("sha256"):
+        raise CheckpointError(f"checkpoint {path} is corrupted (checksum mismatch); {how_to}")
+    return serialization.msgpack_restore(payload)
+
+
+def save(path: str, *, state: Any, config: dict, counters: dict, extra: dict | None = None) -> str:
+    """Write one checkpoint atomically; `state` is any flax-serialisable pytree."""
+    content = {"config": config, "counters": counters,
+               "state": serialization.to_state_dict(state), "extra": extra or {}}
+    write_atomic(path, encode(content))
+    return path
+
+
+def load(path: str) -> dict:
+    """The checkpoint's content: `config`, `counters`, `state` (a state dict), `extra`."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"no checkpoint at {path}")
+    with open(path, "rb") as f:
+        return decode(f.read(), path)
+
+
+def restore_state(target: Any, state_dict: Any, path: str = "<checkpoint>") -> Any:
+    """Fill `target`'s structure with the saved arrays, checking every leaf's shape and dtype."""
+    from jaxrl_async.pipeline import check_same_tree  # one tree-comparison rule for the project
+
+    try:
+        restored = serialization.from_state_dict(target, state_dict)
+        check_same_tree(target, restored, what="checkpoint state")
+    except (ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(f"checkpoint {path} does not fit this config: {error}") from None
+    return restored
+
+
+def prune(run_dir: str, keep: int) -> None:
+    """Delete all but the newest `keep` numbered checkpoints (the best one is kept apart)."""
+    for path in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
+        os.remove(path)

@@ -1,0 +1,113 @@
+"""The pure pieces of a run, built once from the config, and the iteration both modes share.
+
+The seed axis `S` is always the leading axis of the state the host holds, also
+for one seed (`over_seeds`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_async import metrics as metrics_lib
+from jaxrl_async.algorithms import make_algorithm
+from jaxrl_async.config import TrainConfig
+from jaxrl_async.envs import make_env
+from jaxrl_async.evaluate import EvalResult, make_evaluator
+from jaxrl_async.networks import Policy, make_policy
+from jaxrl_async.rollout import Rollout, make_rollout
+from jaxrl_async.types import Algorithm, TrainState
+
+
+class Components(NamedTuple):
+    """The pure functions a run is made of."""
+
+    cfg: TrainConfig
+    env: Any
+    env_params: Any
+    policy: Policy
+    rollout: Rollout
+    algo: Algorithm
+    evaluate: Callable[..., EvalResult]
+
+
+def build(cfg: TrainConfig) -> Components:
+    env, env_params = make_env(cfg.env)
+    obs_shape = env.observation_space(env_params).shape
+    policy = make_policy(cfg.network, obs_shape, env.action_space(env_params))
+    rollout = make_rollout(env, env_params, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps,
+                           gamma=cfg.ppo.gamma, gae_lambda=cfg.ppo.gae_lambda,
+                           normalize_obs=cfg.normalize_obs, unroll=cfg.scan_unroll)
+    algo = make_algorithm(cfg, policy)
+    evaluate = make_evaluator(env, env_params, policy, num_episodes=cfg.eval_episodes,
+                              normalize_obs=cfg.normalize_obs)
+    return Components(cfg, env, env_params, policy, rollout, algo, evaluate)
+
+
+def seed_keys(seed: int, num_seeds: int) -> jax.Array:
+    """[S] keys; seed index i gets fold_in(PRNGKey(seed), i) whatever num_seeds is."""
+    base = jax.random.PRNGKey(seed)
+    return jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(num_seeds))
+
+
+def over_seeds(fn: Callable, num_seeds: int) -> Callable:
+    """vmap `fn` over the leading seed axis of every argument and output.
+
+    With one seed the axis is squeezed and re-added instead, so the single-seed
+    program is exactly the unbatched one.
+    """
+    if num_seeds > 1:
+        return jax.vmap(fn)
+
+    def single(*args):
+        out = fn(*jax.tree.map(lambda x: x[0], args))
+        return jax.tree.map(lambda x: x[None], out)
+
+    return single
+
+
+def init_state(c: Components, key: jax.Array, hparams: Any = None) -> TrainState:
+    learner_key, rollout_key = jax.random.split(key)
+    return TrainState(learner=c.algo.init(learner_key, hparams), rollout=c.rollout.init(rollout_key))
+
+
+def initial_states(c: Components, hparams: Any = None) -> TrainState:
+    """Every seed's initial state, `[S, ...]`."""
+    init = jax.jit(over_seeds(functools.partial(init_state, c), c.cfg.num_seeds))
+    return init(seed_keys(c.cfg.seed, c.cfg.num_seeds), hparams)
+
+
+def iteration(c: Components, state: TrainState) -> tuple[TrainState, dict]:
+    """One rollout with the current params, then one update: the unit both modes share."""
+    rollout_state, trajectory = c.rollout.collect(state.learner.params, state.rollout)
+    learner, update_metrics = c.algo.update(state.learner, trajectory)
+    return TrainState(learner, rollout_state), metrics_lib.iteration_metrics(trajectory, update_metrics)
+
+
+def all_finite(tree: Any) -> jax.Array:
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
+
+
+def run_iterations(c: Components, state: TrainState, num_iterations) -> tuple[TrainState, dict, dict]:
+    """`num_iterations` iterations in one loop (the count may be traced: one compiled
+    function serves every chunk length). Returns the state, the summed metrics (fixed
+    size however many iterations ran) and diagnostics: the first update whose metrics
+    were not finite (-1 if none) and whether the final params are finite."""
+    step = functools.partial(iteration, c)
+    zeros = metrics_lib.zeros_like_metrics(lambda s: step(s)[1], state)
+
+    def body(_, carry):
+        state, sums, first_bad = carry
+        update_index = state.learner.update_count
+        state, metrics = step(state)
+        # every learner reports these two; other metrics may be NaN by definition (explained variance)
+        bad = ~(jnp.isfinite(metrics["loss"]) & jnp.isfinite(metrics["grad_norm"]))
+        first_bad = jnp.where((first_bad < 0) & bad, update_index, first_bad)
+        return state, metrics_lib.accumulate(sums, metrics), first_bad
+
+    state, sums, first_bad = jax.lax.fori_loop(0, num_iterations, body,
+                                               (state, zeros, jnp.full((), -1, jnp.int32)))
+    return state, sums, {"first_nonfinite_update": first_bad, "params_finite": all_finite(state.learner.params)}
