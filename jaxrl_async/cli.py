@@ -1,4 +1,4 @@
-"""`jaxrl-async train | envs`: flags generated from the config dataclasses by tyro.
+"""`jaxrl-async train | eval | envs`: flags generated from the config dataclasses by tyro.
 
 Every field of `TrainConfig` (and of its nested network and PPO configs) is a flat
 kebab-case flag: `--num-envs`, `--learning-rate`, `--hidden-sizes 64 64`, ...
@@ -17,11 +17,13 @@ import traceback
 import tyro
 
 from jaxrl_async.config import TrainConfig
+from jaxrl_async.run_dir import load_config
 
 USAGE = """usage: jaxrl-async COMMAND [FLAGS]
 
 commands:
-  train   train an agent (jaxrl-async train --help lists every flag)
+  train   train an agent, or continue one with --resume RUN_DIR (train --help lists every flag)
+  eval    evaluate a run's saved policy: jaxrl-async eval RUN_DIR [--checkpoint best|latest|PATH]
   envs    list the environment ids
 """
 
@@ -31,6 +33,27 @@ class TrainCommand:
     """Train an agent; writes config.json, metrics.jsonl and summary.json to the run directory."""
 
     config: TrainConfig = TrainConfig()
+    resume: str | None = None
+    """Continue the run in this directory from its latest checkpoint; other flags override its
+    config where that is safe (e.g. --total-timesteps to extend it)."""
+    debug: bool = False
+    """Show the full traceback of an error."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalCommand:
+    """Evaluate a saved policy of a run and print the returns."""
+
+    run_dir: tyro.conf.Positional[str]
+    """The run directory (written by jaxrl-async train)."""
+    checkpoint: str = "best"
+    """'best', 'latest', or the path of a checkpoint file."""
+    episodes: int = 32
+    """Complete episodes per seed."""
+    stochastic: bool = False
+    """Sample actions instead of taking the greedy one."""
+    seed: int = 0
+    """Seed of the evaluation envs."""
     debug: bool = False
     """Show the full traceback of an error."""
 
@@ -72,17 +95,51 @@ def _fail(prog: str, error: BaseException, debug: bool, code: int = 2) -> int:
     return code
 
 
+def _resume_dir(args: list[str]) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == "--resume" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--resume="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def train_command(args: list[str]) -> int:
     prog = "jaxrl-async train"
-    command = parse(TrainCommand, args, prog)
+    debug = "--debug" in args
+    resume_dir = _resume_dir(args)
+    default = None
+    if resume_dir is not None:
+        try:
+            default = TrainCommand(config=load_config(resume_dir), resume=resume_dir)
+        except ValueError as error:
+            return _fail(prog, error, debug)
+    command = parse(TrainCommand, args, prog, default=default)
+    config = command.config
+    if command.resume is not None:
+        config = dataclasses.replace(config, run_dir=command.resume)
     from jaxrl_async.train import train  # JAX starts only once the flags are valid
 
     try:
-        train(command.config)
+        result = train(config, resume=command.resume is not None)
+    except FloatingPointError as error:  # divergence: the message names the last good checkpoint
+        return _fail(prog, error, command.debug, code=1)
     except (ValueError, FileNotFoundError) as error:
         return _fail(prog, error, command.debug)
-    except FloatingPointError as error:
-        return _fail(prog, error, command.debug, code=1)
+    return 0 if result.completed else 130  # stopped by Ctrl-C, with a checkpoint written
+
+
+def eval_command(args: list[str]) -> int:
+    prog = "jaxrl-async eval"
+    command = parse(EvalCommand, args, prog)
+    from jaxrl_async.evaluate_run import evaluate_run  # JAX starts only once the flags are valid
+
+    try:
+        report = evaluate_run(command.run_dir, checkpoint=command.checkpoint, episodes=command.episodes,
+                              greedy=not command.stochastic, seed=command.seed)
+    except (ValueError, FileNotFoundError) as error:
+        return _fail(prog, error, command.debug)
+    print(report)
     return 0
 
 
@@ -93,7 +150,7 @@ def envs_command(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": train_command, "envs": envs_command}
+COMMANDS = {"train": train_command, "eval": eval_command, "envs": envs_command}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[name](rest)
     except SystemExit as exit_:
         return int(exit_.code or 0)
+    except KeyboardInterrupt:  # a second Ctrl-C: abort without a checkpoint
+        print("jaxrl-async: aborted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

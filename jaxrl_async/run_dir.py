@@ -48,6 +48,20 @@ def read_json(path: str) -> Any:
         return json.load(f)
 
 
+def load_config(run_dir: str):
+    """The TrainConfig a run was started with; a clear error for a directory that is not a run."""
+    from jaxrl_async.config import TrainConfig
+
+    path = os.path.join(run_dir, CONFIG_FILE)
+    if not os.path.isfile(path):
+        raise ValueError(f"{run_dir!r} is not a jaxrl_async run directory (no {CONFIG_FILE}); "
+                         "pass a directory that jaxrl-async train wrote")
+    try:
+        return TrainConfig.from_dict(read_json(path))
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{path} is not a valid run config ({error}); was it edited by hand?") from None
+
+
 def params_digest(params: Any) -> str:
     """SHA-256 over the bytes of every leaf, in tree order: equal digests = identical params."""
     digest = hashlib.sha256()
