@@ -71,7 +71,7 @@ def train_async(run: Run, state: TrainState, saved: dict | None = None,
     sync_at = set(run.remaining_points())
     warmup = start + min(2, cfg.num_updates - start - 1)  # the first rollouts wait on a pipeline still filling
     steady = dict.fromkeys(("rollout_s", "update_s", "learner_wait_s"), 0.0)
-    steady_start, lags, first_bad = None, [], None
+    steady_start, steady_host_s, lags, first_bad = None, 0.0, [], None
     store = _param_store(state, start, saved)
     learner, rollout_state, done = state.learner, state.rollout, start
     sums, timings, window_start, window_iterations = None, dict.fromkeys(TIMING_FIELDS, 0.0), None, 0
@@ -80,7 +80,7 @@ def train_async(run: Run, state: TrainState, saved: dict | None = None,
                        buffer_size=cfg.buffer_size, first_index=start) as worker:
         for k in range(start, cfg.num_updates):
             if k == warmup:
-                steady_start = time.perf_counter()
+                steady_start, steady_host_s = time.perf_counter(), run.host_s
             window_start = window_start or time.perf_counter()
             wait_start = time.perf_counter()
             item = worker.get()
@@ -121,10 +121,11 @@ def train_async(run: Run, state: TrainState, saved: dict | None = None,
             if run.stop.requested or (stop_after is not None and done >= stop_after):
                 break
     end = time.perf_counter()
-    steady_wall = end - (steady_start or train_start)
+    # evaluation and checkpoints at host syncs are reported apart, as in the fused mode
+    steady_wall = end - (steady_start or train_start) - (run.host_s - steady_host_s)
     extra = {
         "compile_s": compile_s,
-        "train_s": end - train_start,
+        "train_s": end - train_start - run.host_s,
         "updates_done": done,
         "lag": cfg.lag,
         # (rollout + update) / wall over the steady state: 1.0 = no overlap, 2.0 = perfect overlap

@@ -24,6 +24,7 @@ USAGE = """usage: jaxrl-async COMMAND [FLAGS]
 commands:
   train   train an agent, or continue one with --resume RUN_DIR (train --help lists every flag)
   eval    evaluate a run's saved policy: jaxrl-async eval RUN_DIR [--checkpoint best|latest|PATH]
+  bench   run the benchmark suite (bench --help; --quick for a smoke run)
   envs    list the environment ids
 """
 
@@ -143,6 +144,12 @@ def eval_command(args: list[str]) -> int:
     return 0
 
 
+def bench_command(args: list[str]) -> int:
+    from jaxrl_async.bench.suite import main as bench_main
+
+    return bench_main(args)
+
+
 def envs_command(args: list[str]) -> int:
     from jaxrl_async.envs import registered_env_ids
 
@@ -150,7 +157,7 @@ def envs_command(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": train_command, "eval": eval_command, "envs": envs_command}
+COMMANDS = {"train": train_command, "eval": eval_command, "bench": bench_command, "envs": envs_command}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -136,6 +136,7 @@ class Run:
                                             * cfg.batch_size, tensorboard=cfg.tensorboard)
         self._evaluate = None
         self.eval_result: EvalResult | None = None
+        self.host_s = 0.0  # evaluation, checkpoints and logging at host syncs
 
     # -- schedule --------------------------------------------------------
     def remaining_points(self) -> list[int]:
@@ -163,7 +164,15 @@ class Run:
     # -- one host sync ---------------------------------------------------
     def after_sync(self, state: TrainState, updates: int, record: dict, *, extra_state: dict | None = None,
                    counters: dict | None = None) -> EvalResult | None:
-        """Evaluate, log and checkpoint as the schedule (or a stop request) says."""
+        """Evaluate, log and checkpoint as the schedule (or a stop request) says; the time it
+        takes is counted in `host_s`, apart from the training loop's."""
+        start = time.perf_counter()
+        try:
+            return self._after_sync(state, updates, record, extra_state, counters)
+        finally:
+            self.host_s += time.perf_counter() - start
+
+    def _after_sync(self, state, updates, record, extra_state, counters) -> EvalResult | None:
         eval_result = None
         if self.is_eval_point(updates):
             eval_result = self.evaluate(state, updates)

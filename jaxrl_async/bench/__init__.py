@@ -1,0 +1,1 @@
+"""The benchmark suite behind `python -m benchmarks` and `jaxrl-async bench`."""

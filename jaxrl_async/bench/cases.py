@@ -1,0 +1,187 @@
+"""The benchmark cases. Each returns {key: measurement dict}; keys are stable across runs
+so `--compare` can match them."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import gymnax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_async.advantages import batched_gae, batched_vtrace
+from jaxrl_async.bench.measure import Timing, time_jitted
+from jaxrl_async.components import build, init_state
+from jaxrl_async.config import TrainConfig
+
+ENV_COUNTS = (1, 16, 256, 4096)
+ROLLOUT_ENVS = ("CartPole-v1", "Breakout-MinAtar")
+STEPS_PER_CALL = 1 << 16  # environment steps per timed call (fewer in quick mode)
+
+
+def _steps(num_envs: int, quick: bool) -> int:
+    """Rollout length giving about STEPS_PER_CALL env steps per call, at least 16 and at most 4096."""
+    budget = STEPS_PER_CALL // (16 if quick else 1)
+    return int(min(4096, max(16, budget // num_envs)))
+
+
+def _env_counts(quick: bool) -> tuple[int, ...]:
+    return (16,) if quick else ENV_COUNTS
+
+
+def env_step(quick: bool, repeats: int) -> dict:
+    """Raw gymnax env throughput, random actions, T steps of B vmapped envs in one jit."""
+    results = {}
+    for env_id in ROLLOUT_ENVS:
+        env, params = gymnax.make(env_id)
+        for num_envs in _env_counts(quick):
+            num_steps = _steps(num_envs, quick)
+
+            def run(state, key, num_steps=num_steps, num_envs=num_envs, env=env, params=params):
+                def body(carry, _):
+                    state, key = carry
+                    key, act_key, step_key = jax.random.split(key, 3)
+                    actions = jax.vmap(env.action_space(params).sample)(jax.random.split(act_key, num_envs))
+                    _, state, reward, *_ = jax.vmap(env.step, (0, 0, 0, None))(
+                        jax.random.split(step_key, num_envs), state, actions, params)
+                    return (state, key), reward.sum()
+                return jax.lax.scan(body, (state, key), None, num_steps)
+
+            _, state = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.PRNGKey(0), num_envs), params)
+            timing = time_jitted(run, state, jax.random.PRNGKey(1), repeats=repeats)
+            results[f"env_step/{env_id}/envs={num_envs}"] = timing.as_dict(num_envs * num_steps)
+    return results
+
+
+def rollout(quick: bool, repeats: int, env_results: dict | None = None) -> dict:
+    """Our jitted rollout (act + env step + record + GAE) for the same env counts."""
+    results = {}
+    for env_id in ROLLOUT_ENVS:
+        for num_envs in _env_counts(quick):
+            num_steps = _steps(num_envs, quick)
+            c = build(TrainConfig(env=env_id, num_envs=num_envs, num_steps=num_steps,
+                                  total_timesteps=num_envs * num_steps))
+            state = jax.jit(functools.partial(init_state, c))(jax.random.PRNGKey(0))
+            timing = time_jitted(c.rollout.collect, state.learner.params, state.rollout, repeats=repeats)
+            row = timing.as_dict(num_envs * num_steps)
+            raw = (env_results or {}).get(f"env_step/{env_id}/envs={num_envs}")
+            if raw:
+                row["ratio_to_raw_env"] = row["steps_per_second"]["median"] / raw["steps_per_second"]["median"]
+            results[f"rollout/{env_id}/envs={num_envs}"] = row
+    return results
+
+
+def advantages(quick: bool, repeats: int) -> dict:
+    """GAE and V-trace alone on [T, B] = [128, 1024]."""
+    shape = (128, 1024)
+    keys = jax.random.split(jax.random.PRNGKey(0), 5)
+    r, v_tm1, v_t = (jax.random.normal(k, shape) for k in keys[:3])
+    discount = 0.99 * (jax.random.uniform(keys[3], shape) > 0.01)
+    rho = jnp.exp(0.1 * jax.random.normal(keys[4], shape))
+    gae = time_jitted(lambda *a: batched_gae(*a), r, discount, v_tm1, v_t, jnp.float32(0.95), repeats=repeats)
+    vtrace = time_jitted(lambda *a: batched_vtrace(*a), v_tm1, v_t, r, discount, rho, repeats=repeats)
+    n = shape[0] * shape[1]
+    return {"advantages/gae/128x1024": gae.as_dict(n, "transitions_per_second"),
+            "advantages/vtrace/128x1024": vtrace.as_dict(n, "transitions_per_second")}
+
+
+def update(quick: bool, repeats: int) -> dict:
+    """The PPO update alone on the reference config (4 envs x 128 steps, 4 epochs x 4 minibatches)."""
+    c = build(TrainConfig())
+    state = jax.jit(functools.partial(init_state, c))(jax.random.PRNGKey(0))
+    _, trajectory = jax.jit(c.rollout.collect)(state.learner.params, state.rollout)
+    timing = time_jitted(lambda learner, traj: c.algo.update(learner, traj)[0], state.learner, trajectory,
+                         repeats=repeats * 4)
+    row = timing.as_dict(c.cfg.batch_size, "samples_per_second")
+    row["updates_per_second"] = 1.0 / timing.median
+    return {"update/ppo/CartPole-v1/4x128": row}
+
+
+# End to end: through train(), as a user runs it. Variants are run round-robin so that
+# drift in the machine's speed hits each of them alike.
+REFERENCE = dict(env="CartPole-v1", num_envs=4, num_steps=128, total_timesteps=500_000)
+LARGE = dict(env="CartPole-v1", num_envs=256, num_steps=32, total_timesteps=2_000_000)
+
+
+def _e2e_variants(quick: bool) -> dict[str, TrainConfig]:
+    """The reference config (1 and 8 seeds, every mode) and a larger one; quick: a tiny budget."""
+    configs = (("4x128", {**REFERENCE, "total_timesteps": 40 * 512}),) if quick else \
+        (("4x128", REFERENCE), ("256x32", LARGE))
+    variants = {}
+    for label, base in configs:
+        variants[f"e2e/{label}/fused/seeds=1"] = TrainConfig(**base)
+        if label == "4x128":
+            num_seeds = 2 if quick else 8
+            variants[f"e2e/{label}/fused/seeds={num_seeds}"] = TrainConfig(**base, num_seeds=num_seeds)
+        for lag in ("0", "1", "latest"):
+            variants[f"e2e/{label}/async-lag{lag}/seeds=1"] = TrainConfig(**base, mode="async", lag=lag)
+    return variants
+
+
+def end_to_end(quick: bool, repeats: int) -> dict:
+    from jaxrl_async.train import train
+
+    variants = _e2e_variants(quick)
+    runs: dict[str, list[dict]] = {key: [] for key in variants}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(1 if quick else max(1, repeats // 2)):
+            for key, cfg in variants.items():
+                run_dir = os.path.join(tmp, f"{len(os.listdir(tmp))}")
+                # evaluation and checkpoints only at the end, as in the peers' benchmark runs
+                cfg = dataclasses.replace(cfg, run_dir=run_dir, eval_interval=0, checkpoint_interval=0)
+                runs[key].append(train(cfg, console=False).summary)
+    results = {}
+    for key, summaries in runs.items():
+        sps = [s["steps_per_second"] for s in summaries]
+        row = {"steps_per_second": {"median": float(np.median(sps)), "min": min(sps), "max": max(sps)},
+               "compile_s": float(np.median([s["compile_s"] for s in summaries])),
+               "final_eval_return_mean": float(np.median([s["final_eval_return_mean"] for s in summaries])),
+               "repeats": len(summaries)}
+        for field in ("overlap_efficiency", "learner_wait_fraction", "policy_lag_mean"):
+            if field in summaries[0]:
+                row[field] = float(np.median([s[field] for s in summaries]))
+        results[key] = row
+    for key, row in results.items():
+        if "/async-" in key:
+            fused = results[key.split("/async-")[0] + "/fused/seeds=1"]
+            row["ratio_to_fused"] = row["steps_per_second"]["median"] / fused["steps_per_second"]["median"]
+    return results
+
+
+_CACHE_PROBE = """
+import json, sys, jax
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+from jaxrl_async import TrainConfig, train
+s = train(TrainConfig(total_timesteps=int(sys.argv[3]), run_dir=sys.argv[2], eval_interval=0), console=False).summary
+print(json.dumps({"compile_s": s["compile_s"], "wall_s": s["wall_s"]}))
+"""
+
+
+def compile_cache(quick: bool, repeats: int) -> dict:
+    """JAX's persistent compilation cache: compile time of a cold start vs a second start."""
+    timings = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for start in ("cold", "warm"):
+            out = subprocess.run([sys.executable, "-c", _CACHE_PROBE, os.path.join(tmp, "cache"),
+                                  os.path.join(tmp, start), "20480"], capture_output=True, text=True, check=True)
+            timings.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    cold, warm = timings
+    return {"compile_cache/CartPole-v1/fused": {
+        "cold_compile_s": cold["compile_s"], "warm_compile_s": warm["compile_s"],
+        "speedup": cold["compile_s"] / max(warm["compile_s"], 1e-9),
+        "cold_wall_s": cold["wall_s"], "warm_wall_s": warm["wall_s"]}}
+
+
+CASES = {"env_step": env_step, "rollout": rollout, "advantages": advantages, "update": update,
+         "end_to_end": end_to_end, "compile_cache": compile_cache}
+
+__all__ = ["CASES", "Timing"]

@@ -1,0 +1,124 @@
+"""`python -m benchmarks` / `jaxrl-async bench`: run benchmark cases, write JSON, print a table.
+
+    python -m benchmarks                       # every case (a few minutes on a 2-core CPU)
+    python -m benchmarks --only rollout update # a subset
+    python -m benchmarks --quick               # a smoke run (the test suite runs this)
+    python -m benchmarks --compare bench-results/before.json   # ratios to an earlier run
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from importlib import metadata
+
+import jax
+
+from jaxrl_async.bench.cases import CASES
+from jaxrl_async.metrics import to_jsonable
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchConfig:
+    """Microbenchmarks and end-to-end throughput, each measured after compilation, repeated."""
+
+    only: tuple[str, ...] = ()
+    """Cases to run (default all): env_step rollout advantages update end_to_end compile_cache."""
+    quick: bool = False
+    """Tiny sizes and budgets: a smoke run of every code path."""
+    repeats: int = 5
+    """Timed calls per measurement (after one warm-up call); end-to-end runs repeats//2 rounds."""
+    out: str | None = None
+    """JSON file for the results; default bench-results/bench-<timestamp>.json."""
+    compare: str | None = None
+    """An earlier results JSON: print each measurement's ratio new/old."""
+
+    def __post_init__(self):
+        unknown = [c for c in self.only if c not in CASES]
+        if unknown:
+            raise ValueError(f"only={unknown} names unknown cases; choose from {', '.join(CASES)}")
+        if self.repeats < 1:
+            raise ValueError(f"repeats={self.repeats} must be >= 1")
+
+
+def machine_info() -> dict:
+    versions = {}
+    for package in ("jax", "jaxlib", "flax", "optax", "gymnax", "chex", "numpy"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"python": platform.python_version(), "platform": platform.platform(), "cpu": cpu,
+            "cpu_count": os.cpu_count(), "devices": [str(d) for d in jax.devices()],
+            "backend": jax.default_backend(), "versions": versions}
+
+
+def headline(row: dict) -> tuple[str, float | None, str]:
+    """The one number a table row shows, its unit and its spread."""
+    for unit in ("steps_per_second", "samples_per_second", "transitions_per_second"):
+        if unit in row:
+            r = row[unit]
+            return unit.replace("_per_second", "/s"), r["median"], f"{r['min']:,.0f}..{r['max']:,.0f}"
+    if "speedup" in row:
+        return "x faster compile", row["speedup"], f"{row['cold_compile_s']:.2f}s -> {row['warm_compile_s']:.2f}s"
+    return "", None, ""
+
+
+def table(results: dict, previous: dict | None = None) -> str:
+    lines = [f"{'measurement':<44} {'median':>14} {'unit':<16} {'spread (min..max)':<24} {'compile s':>9}"
+             + ("  vs old" if previous else "")]
+    for key, row in results.items():
+        unit, value, spread = headline(row)
+        extra = [f"{name}={row[name]:.2f}" for name in ("ratio_to_raw_env", "ratio_to_fused", "overlap_efficiency",
+                                                         "learner_wait_fraction") if name in row]
+        compile_s = f"{row['compile_s']:.2f}" if "compile_s" in row else ""
+        line = f"{key:<44} {value if value is not None else float('nan'):>14,.1f} {unit:<16} {spread:<24} {compile_s:>9}"
+        if previous is not None:
+            _, old, _ = headline(previous.get(key, {}))
+            line += f"  {value / old:6.2f}x" if old and value else "       -"
+        lines.append(line + ("  " + " ".join(extra) if extra else ""))
+    return "\n".join(lines)
+
+
+def run(cfg: BenchConfig) -> dict:
+    names = cfg.only or tuple(CASES)
+    results: dict = {}
+    started = time.perf_counter()
+    for name in names:
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        if name == "rollout":
+            results.update(CASES[name](cfg.quick, cfg.repeats, env_results=results))
+        else:
+            results.update(CASES[name](cfg.quick, cfg.repeats))
+    return {"meta": {**machine_info(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                     "config": dataclasses.asdict(cfg), "wall_s": time.perf_counter() - started},
+            "results": results}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from jaxrl_async.cli import parse
+
+    cfg = parse(BenchConfig, sys.argv[1:] if argv is None else list(argv), "jaxrl-async bench")
+    report = run(cfg)
+    out = cfg.out or os.path.join("bench-results", f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}.json")
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(to_jsonable(report), f, indent=2)
+    previous = None
+    if cfg.compare:
+        with open(cfg.compare, encoding="utf-8") as f:
+            previous = json.load(f)["results"]
+    print(table(report["results"], previous))
+    print(f"results written to {out}")
+    return 0

@@ -1,0 +1,57 @@
+"""The benchmark suite's smoke run: every case in --quick mode, valid JSON, --compare."""
+
+import json
+
+import pytest
+
+from jaxrl_async.bench.cases import CASES
+from jaxrl_async.bench.suite import main
+
+
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "quick.json"
+    assert main(["--quick", "--repeats", "2", "--out", str(out)]) == 0
+    return out, json.loads(out.read_text())
+
+
+def test_quick_run_writes_every_case(quick_report):
+    _, report = quick_report
+    meta = report["meta"]
+    for field in ("python", "cpu", "cpu_count", "devices", "backend", "versions", "config", "date"):
+        assert field in meta
+    assert meta["versions"]["jax"] and meta["config"]["quick"] is True
+    results = report["results"]
+    prefixes = {key.split("/")[0] for key in results}
+    assert prefixes == {"env_step", "rollout", "advantages", "update", "e2e", "compile_cache"}
+    for key, row in results.items():
+        if key.startswith(("env_step", "rollout", "advantages", "update")):
+            assert row["compile_s"] > 0 and row["repeats"] >= 2
+            unit = next(u for u in ("steps_per_second", "samples_per_second", "transitions_per_second") if u in row)
+            assert 0 < row[unit]["min"] <= row[unit]["median"] <= row[unit]["max"]
+    assert results["rollout/CartPole-v1/envs=16"]["ratio_to_raw_env"] > 0
+    for lag in ("0", "1", "latest"):
+        row = results[f"e2e/4x128/async-lag{lag}/seeds=1"]
+        assert row["ratio_to_fused"] > 0 and row["overlap_efficiency"] > 0
+    assert results["e2e/4x128/fused/seeds=2"]["steps_per_second"]["median"] > 0
+    cache = results["compile_cache/CartPole-v1/fused"]
+    assert cache["cold_compile_s"] > 0 and cache["warm_compile_s"] > 0
+
+
+def test_compare_prints_ratios(quick_report, tmp_path, capsys):
+    old, _ = quick_report
+    assert main(["--quick", "--only", "advantages", "--repeats", "2", "--out", str(tmp_path / "new.json"),
+                 "--compare", str(old)]) == 0
+    out = capsys.readouterr().out
+    assert "vs old" in out
+    gae_line = next(line for line in out.splitlines() if line.startswith("advantages/gae"))
+    assert gae_line.rstrip().endswith("x")
+
+
+def test_unknown_case_is_a_clear_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--only", "nonsense"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "nonsense" in err and "env_step" in err and len(err.strip().splitlines()) == 1
+    assert set(CASES) >= {"env_step", "rollout", "advantages", "update", "end_to_end", "compile_cache"}
