@@ -12,7 +12,6 @@ in its last bits: XLA may order it differently inside the fused loop).
 
 from __future__ import annotations
 
-import functools
 import time
 
 import jax
@@ -29,20 +28,32 @@ from jaxrl_async.types import TrainState
 TIMING_FIELDS = ("policy_lag", "learner_wait_s", "actor_wait_s", "rollout_s", "update_s")
 
 
-def _learn(c, learner, trajectory):
-    learner, update_metrics = c.algo.update(learner, trajectory)
-    return learner, metrics_lib.iteration_metrics(trajectory, update_metrics), all_finite(learner.params)
-
-
 def compile_pipeline(run: Run, state: TrainState):
-    """AOT-compile the actor's collect and the learner's update for this state's shapes."""
+    """AOT-compile the actor's collect and the learner's update for this state's shapes and
+    placement (both keep their state's shardings from call to call)."""
     c, num_seeds = run.c, run.cfg.num_seeds
-    collect = jax.jit(over_seeds(c.rollout.collect, num_seeds))
-    _, trajectory = jax.eval_shape(collect, state.learner.params, state.rollout)
+    shardings = run.placement.shardings(state)
+
+    def collect_fn(params, rollout_state):
+        rollout_state, trajectory = over_seeds(c.rollout.collect, num_seeds)(params, rollout_state)
+        return jax.lax.with_sharding_constraint(rollout_state, shardings.rollout), trajectory
+
+    def learn_fn(learner, trajectory):
+        def learn_one(learner, trajectory):
+            learner, update_metrics = c.algo.update(learner, trajectory)
+            return learner, metrics_lib.iteration_metrics(trajectory, update_metrics), all_finite(learner.params)
+
+        learner, metrics, finite = over_seeds(learn_one, num_seeds)(learner, trajectory)
+        return jax.lax.with_sharding_constraint(learner, shardings.learner), metrics, finite
+
+    collect = jax.jit(collect_fn).lower(state.learner.params, state.rollout).compile()
+    # the learner is compiled for the trajectory exactly as collect lays it out
+    _, trajectory = jax.eval_shape(collect_fn, state.learner.params, state.rollout)
+    _, trajectory_shardings = collect.output_shardings
+    trajectory = jax.tree.map(lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh),
+                              trajectory, trajectory_shardings)
     # nothing is donated: the learner's params are published, and no output could reuse the trajectory
-    learn = jax.jit(over_seeds(functools.partial(_learn, c), num_seeds))
-    return (collect.lower(state.learner.params, state.rollout).compile(),
-            learn.lower(state.learner, trajectory).compile())
+    return collect, jax.jit(learn_fn).lower(state.learner, trajectory).compile()
 
 
 def _param_store(state: TrainState, start: int, saved: dict | None) -> ParamStore:

@@ -162,6 +162,9 @@ COMMANDS = {"train": train_command, "eval": eval_command, "bench": bench_command
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    from jaxrl_async.sharding import expose_cpu_cores
+
+    expose_cpu_cores()  # before JAX starts: every core a device, so seeds can use them all
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0 if argv else 2

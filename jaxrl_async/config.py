@@ -115,6 +115,8 @@ class TrainConfig:
     """Async mode: params the actor uses for rollout k: '0' version k (lock step, identical to fused), '1' version k-1 (overlapped, deterministic), 'latest' (free-running)."""
     buffer_size: int = 1
     """Async mode: rollouts the actor may hold ready for the learner (1 = double buffering)."""
+    devices: int | Literal["all"] = "all"
+    """Devices to spread seeds (or, with fewer seeds than devices, envs) over; the CLI makes each CPU core a device."""
     iterations_per_call: int | Literal["auto", "all"] = "auto"
     """Iterations per host sync (fused: per jit call; async: per log line); 'auto' (about 20) or 'all' (fused: one XLA program)."""
     normalize_obs: bool = False
@@ -146,6 +148,8 @@ class TrainConfig:
         _check(self.iterations_per_call in ("auto", "all")
                or (isinstance(self.iterations_per_call, int) and self.iterations_per_call >= 1),
                "iterations_per_call", self.iterations_per_call, "use a positive count, 'auto' or 'all'")
+        _check(self.devices == "all" or (isinstance(self.devices, int) and self.devices >= 1), "devices",
+               self.devices, "use a count >= 1 or 'all'")
         _check(self.lag in ("0", "1", "latest"), "lag", self.lag, "choose 0, 1 or latest")
         _check(self.buffer_size >= 1, "buffer_size", self.buffer_size, "must be >= 1")
         _check(self.eval_episodes >= 1, "eval_episodes", self.eval_episodes, "must be >= 1")

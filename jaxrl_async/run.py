@@ -135,6 +135,7 @@ class Run:
         self.sinks = metrics_lib.open_sinks(self.run_dir, cfg.env_steps, console, start_steps=self.start_update
                                             * cfg.batch_size, tensorboard=cfg.tensorboard)
         self._evaluate = None
+        self.placement = None  # set by train(): where the state lives
         self.eval_result: EvalResult | None = None
         self.host_s = 0.0  # evaluation, checkpoints and logging at host syncs
 

@@ -29,6 +29,7 @@ from jaxrl_async.components import (Components, build, init_state, initial_state
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.evaluate import EvalResult
 from jaxrl_async.run import Run, TrainingDiverged, check_finite, chunk_plan, sync_points
+from jaxrl_async.sharding import Placement
 from jaxrl_async.types import TrainState
 
 __all__ = ["Components", "Run", "TrainResult", "TrainingDiverged", "build", "check_finite", "chunk_plan",
@@ -44,10 +45,13 @@ class TrainResult:
     completed: bool = True  # False when stopped early (Ctrl-C or stop_after_updates)
 
 
-def compile_fused(c: Components, state: TrainState):
-    """AOT-compile `state, n -> (state, metric sums, diagnostics)` for any iteration count n."""
+def compile_fused(c: Components, state: TrainState, shardings: Any):
+    """AOT-compile `state, n -> (state, metric sums, diagnostics)` for any iteration count n;
+    the state keeps its placement (`shardings`) from call to call."""
     def run_chunk(state, num_iterations):
-        return over_seeds(lambda s: run_iterations(c, s, num_iterations), c.cfg.num_seeds)(state)
+        state, sums, diagnostics = over_seeds(lambda s: run_iterations(c, s, num_iterations),
+                                              c.cfg.num_seeds)(state)
+        return jax.lax.with_sharding_constraint(state, shardings), sums, diagnostics
 
     return jax.jit(run_chunk, donate_argnums=0).lower(state, jnp.int32(1)).compile()
 
@@ -55,7 +59,7 @@ def compile_fused(c: Components, state: TrainState):
 def train_fused(run: Run, state: TrainState, stop_after: int | None = None) -> tuple[TrainState, dict]:
     """Run the iterations between host syncs as single jit calls; donate the state between them."""
     compile_start = time.perf_counter()
-    run_chunk = compile_fused(run.c, state)
+    run_chunk = compile_fused(run.c, state, run.placement.shardings(state))
     compile_s = time.perf_counter() - compile_start
     train_s, done = 0.0, run.start_update
     for point in run.remaining_points():
@@ -108,13 +112,18 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     c = build(cfg)  # bad input (an unknown env id, say) fails before anything is written
     if resume and not cfg.run_dir:
         raise ValueError("resume needs the run directory: --resume RUN_DIR")
+    placement = Placement(cfg.devices, cfg.num_seeds, cfg.num_envs)
     init_start = time.perf_counter()
     state = initial_states(c, hparams)
     init_s = time.perf_counter() - init_start
     saved = None
     if resume:
         state, saved = load_resume(cfg, c, state)
+    state = placement.place(state)
     run = Run(cfg, c, console=console, resume=saved)
+    run.placement = placement
+    if console and placement.num_devices > 1:
+        print(f"placement: {placement.describe()}", flush=True)
     run.wall_start = wall_start
     try:
         with run.stop:
@@ -136,7 +145,8 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
                            completed=False)
     summary = make_summary(cfg, state, run.eval_result, wall_s=time.perf_counter() - wall_start,
                            updates_trained=done - run.start_update, best_eval_return=run.best_eval_return,
-                           eval_checkpoint_s=run.host_s, **timing)
+                           eval_checkpoint_s=run.host_s, devices=placement.num_devices,
+                           sharding=placement.layout, **timing)
     run_dir_lib.write_json(os.path.join(run.run_dir, run_dir_lib.SUMMARY_FILE), summary)
     if console:
         print(f"final greedy return {summary['final_eval_return_mean']:.2f} "

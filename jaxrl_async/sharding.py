@@ -1,0 +1,94 @@
+"""Place the training state on several devices with `jax.sharding` (JAX's own SPMD runtime).
+
+Two layouts, chosen from the number of seeds S, envs B and devices D:
+
+- **seeds**: every leaf's leading seed axis is split over the devices (S % D == 0).
+  Seeds are independent, so XLA partitions the vmapped program with no
+  communication: each device runs the same per-seed program on S / D seeds.
+- **envs** (fewer seeds than devices): the env axis of the rollout state is split
+  (B % D == 0) and everything else is replicated. Each device steps its envs; the
+  update's minibatch gathers and gradient reductions span the devices, so the
+  gradient is the average over all envs, exactly as on one device up to the order
+  of floating-point sums.
+
+On a CPU the cores become devices only if JAX is told so before it starts
+(`jax_num_cpu_devices`); the CLI does this, the library never does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from jaxrl_async.types import TrainState
+
+AXIS = "shard"
+
+
+def expose_cpu_cores() -> None:
+    """Make each CPU core a JAX device; only before JAX's backends start (the CLI's entry point)."""
+    import os
+
+    try:
+        jax.config.update("jax_num_cpu_devices", os.cpu_count() or 1)
+    except RuntimeError:
+        pass  # backends already started: keep what they have
+
+
+def resolve_devices(requested: int | str) -> list:
+    available = jax.devices()
+    if requested == "all":
+        return available
+    if requested > len(available):
+        raise ValueError(f"devices={requested} asks for more devices than the {len(available)} available "
+                         f"({available[0].platform}: {', '.join(str(d) for d in available)}); use --devices "
+                         f"{len(available)} or 'all' (on a CPU the CLI exposes every core as a device)")
+    return available[:requested]
+
+
+def choose_layout(num_seeds: int, num_envs: int, num_devices: int) -> tuple[str, int]:
+    """('seeds' | 'envs' | 'single', devices used): the most devices that split evenly."""
+    for d in range(num_devices, 1, -1):
+        if num_seeds % d == 0:
+            return "seeds", d
+        if num_seeds < d and num_envs % d == 0:
+            return "envs", d
+    return "single", 1
+
+
+class Placement:
+    """Where the state lives: a mesh and a sharding for every leaf of the `[S, ...]` state."""
+
+    def __init__(self, requested: int | str, num_seeds: int, num_envs: int):
+        devices = resolve_devices(requested)
+        self.layout, used = choose_layout(num_seeds, num_envs, len(devices))
+        self.devices = devices[:used]
+        self.mesh = Mesh(np.array(self.devices), (AXIS,))
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)
+
+    def shardings(self, state: TrainState) -> Any:
+        """A NamedSharding per leaf of a TrainState (or of an abstract one)."""
+        replicated = NamedSharding(self.mesh, PartitionSpec())
+        if self.layout == "seeds":
+            return jax.tree.map(lambda _: NamedSharding(self.mesh, PartitionSpec(AXIS)), state)
+        everything = jax.tree.map(lambda _: replicated, state)
+        if self.layout == "single":
+            return everything
+        env_axis = NamedSharding(self.mesh, PartitionSpec(None, AXIS))  # [S, B, ...]
+        rollout = everything.rollout.replace(
+            env_state=jax.tree.map(lambda _: env_axis, state.rollout.env_state), obs=env_axis)
+        return everything.replace(rollout=rollout)
+
+    def place(self, state: TrainState) -> TrainState:
+        return jax.device_put(state, self.shardings(state))
+
+    def describe(self) -> str:
+        if self.layout == "single":
+            return f"1 device ({self.devices[0]})"
+        return f"{self.num_devices} devices, {self.layout} axis sharded ({', '.join(map(str, self.devices))})"
