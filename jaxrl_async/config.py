@@ -40,7 +40,7 @@ class NetworkConfig:
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
-    """Proximal Policy Optimisation (Schulman et al. 2017) hyperparameters."""
+    """Learner hyperparameters: PPO's (Schulman et al. 2017), and the few the other learners add."""
 
     update_epochs: int = 4
     """Passes over each rollout."""
@@ -66,6 +66,14 @@ class PPOConfig:
     """Value loss coefficient."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clipping threshold."""
+    importance_weights: bool = True
+    """A2C / REINFORCE: weight the policy gradient by min(1, pi/mu) against the behaviour policy."""
+    reinforce_baseline: bool = True
+    """REINFORCE: subtract the learned value from the Monte-Carlo return."""
+    clip_rho_threshold: float = 1.0
+    """IMPALA: V-trace's clipping of the importance ratio in the value targets (rho-bar)."""
+    clip_pg_rho_threshold: float = 1.0
+    """IMPALA: V-trace's clipping of the importance ratio in the policy gradient."""
 
     def __post_init__(self):
         _check(self.update_epochs >= 1, "update_epochs", self.update_epochs, "must be >= 1")
@@ -78,6 +86,8 @@ class PPOConfig:
         _check(self.ent_coef >= 0, "ent_coef", self.ent_coef, "must be >= 0")
         _check(self.vf_coef >= 0, "vf_coef", self.vf_coef, "must be >= 0")
         _check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "must be > 0")
+        _check(self.clip_rho_threshold > 0, "clip_rho_threshold", self.clip_rho_threshold, "must be > 0")
+        _check(self.clip_pg_rho_threshold > 0, "clip_pg_rho_threshold", self.clip_pg_rho_threshold, "must be > 0")
 
 
 # What a resumed run must keep: these fields shape the checkpointed state or give it its meaning.
@@ -97,8 +107,8 @@ class TrainConfig:
 
     env: str = "CartPole-v1"
     """Environment id (any gymnax id, or a Probe-* id; `jaxrl-async envs` lists them)."""
-    algo: Literal["ppo"] = "ppo"
-    """Learning algorithm."""
+    algo: Literal["ppo", "a2c", "reinforce", "impala"] = "ppo"
+    """Learning algorithm; all share the rollout and the learner hyperparameters below."""
     total_timesteps: int = 500_000
     """Environment steps per seed."""
     num_envs: int = 4
@@ -163,6 +173,9 @@ class TrainConfig:
                f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
         _check(self.batch_size % self.ppo.num_minibatches == 0, "num_minibatches", self.ppo.num_minibatches,
                f"must divide num_envs*num_steps={self.batch_size}")
+        # IMPALA's minibatches are whole env sequences
+        _check(self.algo != "impala" or self.num_envs % self.ppo.num_minibatches == 0, "num_minibatches",
+               self.ppo.num_minibatches, f"must divide num_envs={self.num_envs} with --algo impala")
 
     @property
     def batch_size(self) -> int:

@@ -22,6 +22,14 @@ def ppo_clip_loss(log_ratio: jax.Array, advantage: jax.Array, clip_eps) -> jax.A
     return -jnp.mean(jnp.minimum(unclipped, clipped))
 
 
+def policy_gradient_loss(log_prob: jax.Array, advantage: jax.Array, weight: jax.Array | float = 1.0) -> jax.Array:
+    """-mean(w * A * log pi(a|s)): REINFORCE / A2C / V-trace policy gradient, negated.
+
+    `advantage` and `weight` are treated as constants (the caller stops their gradients).
+    """
+    return -jnp.mean(weight * advantage * log_prob)
+
+
 def value_loss(value: jax.Array, target: jax.Array, old_value: jax.Array | None = None,
                clip_eps=None) -> jax.Array:
     """0.5 * mean squared error; clipped around `old_value` when `clip_eps` is given.

@@ -1,18 +1,32 @@
-"""Learners, each an `Algorithm(init, update)` built by a `make_*` factory."""
+"""Learners, each an `Algorithm(init, update)` built by a `make_*` factory over the shared SGD loop."""
 
 from __future__ import annotations
 
+from jaxrl_async.algorithms.a2c import make_a2c
+from jaxrl_async.algorithms.common import LearnerHyperparams, make_learner
+from jaxrl_async.algorithms.impala import make_impala
 from jaxrl_async.algorithms.ppo import PPOHyperparams, make_ppo
+from jaxrl_async.algorithms.reinforce import make_reinforce
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.networks import Policy
 from jaxrl_async.types import Algorithm
 
+ALGORITHMS = ("ppo", "a2c", "reinforce", "impala")
+
 
 def make_algorithm(cfg: TrainConfig, policy: Policy) -> Algorithm:
     """The learner `cfg.algo` names, sized for this config's rollout."""
+    learner = cfg.ppo
     if cfg.algo == "ppo":
-        return make_ppo(cfg.ppo, policy, num_updates=cfg.num_updates, batch_size=cfg.batch_size)
-    raise ValueError(f"algo={cfg.algo!r} is not known: choose ppo")
+        return make_ppo(learner, policy, num_updates=cfg.num_updates, batch_size=cfg.batch_size)
+    if cfg.algo == "a2c":
+        return make_a2c(learner, policy, num_updates=cfg.num_updates)
+    if cfg.algo == "reinforce":
+        return make_reinforce(learner, policy, num_updates=cfg.num_updates)
+    if cfg.algo == "impala":
+        return make_impala(learner, policy, num_updates=cfg.num_updates)
+    raise ValueError(f"algo={cfg.algo!r} is not known: choose one of {', '.join(ALGORITHMS)}")
 
 
-__all__ = ["PPOHyperparams", "make_algorithm", "make_ppo"]
+__all__ = ["ALGORITHMS", "LearnerHyperparams", "PPOHyperparams", "make_a2c", "make_algorithm", "make_impala",
+           "make_learner", "make_ppo", "make_reinforce"]

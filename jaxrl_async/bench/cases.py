@@ -155,6 +155,36 @@ def end_to_end(quick: bool, repeats: int) -> dict:
     return results
 
 
+def devices(quick: bool, repeats: int) -> dict:
+    """Aggregate steps/s of 1, 2, 4, 8 seeds: vmapped on one device vs sharded over every device."""
+    from jaxrl_async.train import train
+
+    seed_counts = (1, 2) if quick else (1, 2, 4, 8)
+    budget = 40 * 512 if quick else REFERENCE["total_timesteps"]
+    variants = {f"devices/4x128/seeds={s}/{label}": TrainConfig(**{**REFERENCE, "total_timesteps": budget},
+                                                                num_seeds=s, devices=d)
+                for s in seed_counts for label, d in (("one-device", 1), ("all-devices", "all"))}
+    runs: dict[str, list[dict]] = {key: [] for key in variants}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(1 if quick else max(1, repeats // 2)):
+            for key, cfg in variants.items():  # round-robin: drift hits every variant alike
+                cfg = dataclasses.replace(cfg, run_dir=os.path.join(tmp, str(len(os.listdir(tmp)))),
+                                          eval_interval=0, checkpoint_interval=0)
+                runs[key].append(train(cfg, console=False).summary)
+    results = {}
+    for key, summaries in runs.items():
+        sps = [s["steps_per_second"] for s in summaries]
+        results[key] = {"steps_per_second": {"median": float(np.median(sps)), "min": min(sps), "max": max(sps)},
+                        "compile_s": float(np.median([s["compile_s"] for s in summaries])),
+                        "devices": summaries[0]["devices"], "sharding": summaries[0]["sharding"],
+                        "repeats": len(summaries)}
+    for key, row in results.items():
+        if key.endswith("all-devices"):
+            one = results[key.replace("all-devices", "one-device")]
+            row["ratio_to_one_device"] = row["steps_per_second"]["median"] / one["steps_per_second"]["median"]
+    return results
+
+
 _CACHE_PROBE = """
 import json, sys, jax
 jax.config.update("jax_compilation_cache_dir", sys.argv[1])
@@ -182,6 +212,6 @@ def compile_cache(quick: bool, repeats: int) -> dict:
 
 
 CASES = {"env_step": env_step, "rollout": rollout, "advantages": advantages, "update": update,
-         "end_to_end": end_to_end, "compile_cache": compile_cache}
+         "end_to_end": end_to_end, "devices": devices, "compile_cache": compile_cache}
 
 __all__ = ["CASES", "Timing"]

@@ -28,7 +28,7 @@ class BenchConfig:
     """Microbenchmarks and end-to-end throughput, each measured after compilation, repeated."""
 
     only: tuple[str, ...] = ()
-    """Cases to run (default all): env_step rollout advantages update end_to_end compile_cache."""
+    """Cases to run (default all): env_step rollout advantages update end_to_end devices compile_cache."""
     quick: bool = False
     """Tiny sizes and budgets: a smoke run of every code path."""
     repeats: int = 5
@@ -80,8 +80,8 @@ def table(results: dict, previous: dict | None = None) -> str:
              + ("  vs old" if previous else "")]
     for key, row in results.items():
         unit, value, spread = headline(row)
-        extra = [f"{name}={row[name]:.2f}" for name in ("ratio_to_raw_env", "ratio_to_fused", "overlap_efficiency",
-                                                         "learner_wait_fraction") if name in row]
+        extra = [f"{name}={row[name]:.2f}" for name in ("ratio_to_raw_env", "ratio_to_fused", "ratio_to_one_device",
+                                                         "overlap_efficiency", "learner_wait_fraction") if name in row]
         compile_s = f"{row['compile_s']:.2f}" if "compile_s" in row else ""
         line = f"{key:<44} {value if value is not None else float('nan'):>14,.1f} {unit:<16} {spread:<24} {compile_s:>9}"
         if previous is not None:
@@ -108,7 +108,9 @@ def run(cfg: BenchConfig) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from jaxrl_async.cli import parse
+    from jaxrl_async.sharding import expose_cpu_cores
 
+    expose_cpu_cores()  # as the CLI does: the devices case compares one core with all of them
     cfg = parse(BenchConfig, sys.argv[1:] if argv is None else list(argv), "jaxrl-async bench")
     report = run(cfg)
     out = cfg.out or os.path.join("bench-results", f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}.json")

@@ -1,0 +1,115 @@
+"""What every learner shares: its hyperparameters as arrays, and the epochs x minibatches SGD loop.
+
+A learner is a loss over a minibatch plus a way to lay the trajectory out as a
+batch; `make_learner` turns the two into an `Algorithm(init, update)`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl_async.networks import Policy
+from jaxrl_async.optimizer import make_optimizer, sgd_step
+from jaxrl_async.types import Algorithm, LearnerState, Trajectory
+
+
+@struct.dataclass
+class LearnerHyperparams:
+    """Shape-free hyperparameters as arrays: training can be vmapped over them (a sweep)."""
+
+    learning_rate: jax.Array
+    ent_coef: jax.Array
+    vf_coef: jax.Array
+    clip_eps: jax.Array
+
+    @classmethod
+    def from_config(cls, cfg) -> "LearnerHyperparams":
+        return cls(*(jnp.asarray(getattr(cfg, f), jnp.float32)
+                     for f in ("learning_rate", "ent_coef", "vf_coef", "clip_eps")))
+
+
+# loss(params, minibatch, hparams) -> (scalar loss, dict of scalar metrics)
+LossFn = Callable[[Any, dict, LearnerHyperparams], tuple[jax.Array, dict]]
+# trajectory -> (batch dict with a leading axis to shuffle, its length, metrics of the whole batch)
+BatchFn = Callable[[Trajectory], tuple[dict, int, dict]]
+
+
+def make_learner(cfg, policy: Policy, loss_fn: LossFn, batch_fn: BatchFn, *, num_updates: int) -> Algorithm:
+    """`update_epochs` passes over the batch, each in `num_minibatches` shuffled minibatches,
+    one Adam step per minibatch (clipped by global norm; learning rate optionally annealed
+    linearly to zero over `num_updates`).
+
+    Args:
+      cfg: learner hyperparameters (update_epochs, num_minibatches, learning_rate, anneal_lr,
+        max_grad_norm, ent_coef, vf_coef, clip_eps).
+      policy: the actor-critic.
+      loss_fn: the learner's loss on one minibatch.
+      batch_fn: lays a trajectory out as the batch to shuffle (transitions, or whole
+        env sequences for learners that need the time order).
+      num_updates: iterations in the run, for the annealing.
+    """
+    optimizer = make_optimizer(cfg.max_grad_norm)
+
+    def init(key: jax.Array, hparams: LearnerHyperparams | None = None) -> LearnerState:
+        key, init_key = jax.random.split(key)
+        params = policy.init(init_key)
+        return LearnerState(params=params, opt_state=optimizer.init(params), key=key,
+                            update_count=jnp.zeros((), jnp.int32),
+                            hparams=LearnerHyperparams.from_config(cfg) if hparams is None else hparams)
+
+    def update(learner: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, dict]:
+        hp = learner.hparams
+        learning_rate = hp.learning_rate
+        if cfg.anneal_lr:
+            learning_rate = learning_rate * (1.0 - learner.update_count.astype(jnp.float32) / num_updates)
+        batch, batch_size, batch_metrics = batch_fn(trajectory)
+        if batch_size % cfg.num_minibatches:
+            raise ValueError(f"num_minibatches={cfg.num_minibatches} must divide the batch of {batch_size}")
+
+        def minibatch_step(carry, minibatch):
+            params, opt_state = carry
+            grads, metrics = jax.grad(loss_fn, has_aux=True)(params, minibatch, hp)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            params = sgd_step(params, updates, learning_rate)
+            return (params, opt_state), {**metrics, "grad_norm": optax.tree.norm(grads)}
+
+        def epoch(carry, _):
+            params, opt_state, key = carry
+            key, perm_key = jax.random.split(key)
+            order = jax.random.permutation(perm_key, batch_size)
+            minibatches = jax.tree.map(
+                lambda x: jnp.take(x, order, axis=0).reshape((cfg.num_minibatches, -1) + x.shape[1:]), batch)
+            (params, opt_state), metrics = jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
+            return (params, opt_state, key), metrics
+
+        (params, opt_state, key), metrics = jax.lax.scan(
+            epoch, (learner.params, learner.opt_state, learner.key), None, length=cfg.update_epochs)
+        metrics = {**jax.tree.map(jnp.mean, metrics), **batch_metrics, "learning_rate": learning_rate}
+        learner = learner.replace(params=params, opt_state=opt_state, key=key,
+                                  update_count=learner.update_count + 1)
+        return learner, metrics
+
+    return Algorithm(init, update)
+
+
+def flat_transitions(trajectory: Trajectory, fields: tuple[str, ...]) -> tuple[dict, int]:
+    """The named `[T, B, ...]` fields as `[T * B, ...]`: independent transitions to shuffle."""
+    num_steps, num_envs = trajectory.reward.shape
+    batch = {f: getattr(trajectory, f) for f in fields}
+    return jax.tree.map(lambda x: x.reshape((num_steps * num_envs,) + x.shape[2:]), batch), num_steps * num_envs
+
+
+def env_sequences(trajectory: Trajectory, fields: tuple[str, ...]) -> tuple[dict, int]:
+    """The named fields as `[B, T, ...]`: whole env sequences to shuffle, keeping time order."""
+    batch = {f: jnp.swapaxes(getattr(trajectory, f), 0, 1) for f in fields}
+    return batch, trajectory.reward.shape[1]
+
+
+def truncated_importance_weight(log_prob: jax.Array, behaviour_log_prob: jax.Array) -> jax.Array:
+    """min(1, pi/mu), without gradient: keeps a policy-gradient unbiased-ish on slightly stale data."""
+    return jax.lax.stop_gradient(jnp.minimum(1.0, jnp.exp(log_prob - behaviour_log_prob)))

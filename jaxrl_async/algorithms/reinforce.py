@@ -1,0 +1,44 @@
+"""REINFORCE (Williams 1992) with Monte-Carlo returns, optionally with a learned baseline.
+
+The return of each step, `G_t = r_t + discount_t * G_{t+1}`, stops at a
+termination, and bootstraps from the critic where the rollout cannot see the rest
+of the episode: at the fragment's end and at a time-limit truncation (from
+V(final observation)) — `lambda_returns` with lambda = 1 - truncated. The critic is
+always trained on G (it supplies those bootstraps); `reinforce_baseline` decides
+whether it is also subtracted from G to reduce the gradient's variance. Truncated
+importance weights min(1, pi/mu) as in A2C.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_async import losses
+from jaxrl_async.advantages import batched_lambda_returns, gae_inputs
+from jaxrl_async.algorithms.a2c import policy_gradient_terms
+from jaxrl_async.algorithms.common import flat_transitions, make_learner
+from jaxrl_async.networks import Policy
+from jaxrl_async.types import Algorithm, Trajectory
+
+
+def monte_carlo_returns(trajectory: Trajectory, gamma: float) -> jax.Array:
+    """[T, B] returns that respect episode ends and bootstrap at truncations and the fragment end."""
+    discount_t, lambda_t = gae_inputs(trajectory.reward, trajectory.terminated, trajectory.truncated, gamma, 1.0)
+    return batched_lambda_returns(trajectory.reward, discount_t, trajectory.bootstrap_value, lambda_t)
+
+
+def make_reinforce(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
+    def loss_fn(params, batch, hp):
+        returns = batch["returns"]
+        advantage = returns - batch["value"] if cfg.reinforce_baseline else returns
+        return policy_gradient_terms(cfg, policy, params, batch, advantage, returns, hp)
+
+    def batch_fn(trajectory: Trajectory):
+        returns = monte_carlo_returns(trajectory, cfg.gamma)
+        batch, size = flat_transitions(trajectory.replace(target=returns), ("obs", "action", "log_prob", "value"))
+        batch["returns"] = returns.reshape(size)
+        return batch, size, {"explained_variance": losses.explained_variance(trajectory.value, returns),
+                             "return_mean": jnp.mean(returns)}
+
+    return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates)
