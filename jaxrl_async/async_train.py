@@ -123,13 +123,14 @@ def train_async(run: Run, state: TrainState, saved: dict | None = None,
             record["updates_per_second"] = window_iterations / elapsed
             record["samples_per_update"] = cfg.num_seeds * cfg.batch_size
             state = TrainState(learner=learner, rollout=rollout_state)
+            stopping = run.should_stop(done, stop_after)
             run.eval_result = run.after_sync(
-                state, done, record, counters={"params_version": store.version},
+                state, done, record, stopping=stopping, counters={"params_version": store.version},
                 # the next rollout (lag 1) is collected with the previous version: keep it for an exact resume
                 extra_state={"behaviour_params": serialization.to_state_dict(store.get(done - 1))}
                 if cfg.lag == "1" else None) or run.eval_result
             sums, timings, window_start, window_iterations = None, dict.fromkeys(TIMING_FIELDS, 0.0), None, 0
-            if run.stop.requested or (stop_after is not None and done >= stop_after):
+            if stopping:
                 break
     end = time.perf_counter()
     # evaluation and checkpoints at host syncs are reported apart, as in the fused mode

@@ -83,13 +83,16 @@ def encode(content: dict) -> bytes:
                           "sha256": hashlib.sha256(payload).hexdigest(), "payload": payload})
 
 
+CONTENT_KEYS = ("config", "counters", "state", "extra")
+
+
 def decode(data: bytes, path: str = "<bytes>") -> dict:
-    how_to = "resume from an earlier checkpoint in the same folder, or start a new run"
+    how_to = ("move it aside to resume from the previous checkpoint in the same folder (--resume takes "
+              "the newest), or start a new run")
     try:
         outer = msgpack.unpackb(data, raw=False)
-    except Exception as error:  # msgpack raises several types for damaged input
-        raise CheckpointError(f"checkpoint {path} is truncated or corrupted ({type(error).__name__}); "
-                              f"{how_to}") from None
+    except Exception:  # msgpack raises several types for damaged input
+        raise CheckpointError(f"checkpoint {path} is truncated or corrupted; {how_to}") from None
     if not isinstance(outer, dict) or outer.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a jaxrl_async checkpoint; {how_to}")
     if outer.get("version") != VERSION:
@@ -98,7 +101,14 @@ def decode(data: bytes, path: str = "<bytes>") -> dict:
     payload = outer.get("payload")
     if not isinstance(payload, bytes) or hashlib.sha256(payload).hexdigest() != outer.get("sha256"):
         raise CheckpointError(f"checkpoint {path} is corrupted (checksum mismatch); {how_to}")
-    return serialization.msgpack_restore(payload)
+    try:
+        content = serialization.msgpack_restore(payload)
+    except Exception:  # a payload that matches its checksum but was not written by `encode`
+        content = None
+    if not isinstance(content, dict) or any(key not in content for key in CONTENT_KEYS):
+        raise CheckpointError(f"checkpoint {path} has a malformed payload (expected the keys "
+                              f"{', '.join(CONTENT_KEYS)}); {how_to}")
+    return content
 
 
 def save(path: str, *, state: Any, config: dict, counters: dict, extra: dict | None = None) -> str:
@@ -123,7 +133,8 @@ def restore_state(target: Any, state_dict: Any, path: str = "<checkpoint>") -> A
 
     try:
         restored = serialization.from_state_dict(target, state_dict)
-        check_same_tree(target, restored, what="checkpoint state")
+        check_same_tree(target, restored, what="checkpoint state", reference_name="this config's state",
+                        fix="resume with the config the run was trained with")
     except (ValueError, KeyError, TypeError) as error:
         raise CheckpointError(f"checkpoint {path} does not fit this config: {error}") from None
     return restored

@@ -162,9 +162,6 @@ COMMANDS = {"train": train_command, "eval": eval_command, "bench": bench_command
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    from jaxrl_async.sharding import expose_cpu_cores
-
-    expose_cpu_cores()  # before JAX starts: every core a device, so seeds can use them all
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0 if argv else 2
@@ -182,5 +179,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
+def entry_point() -> None:
+    """The `jaxrl-async` command: every CPU core a JAX device (set before JAX starts, so only
+    here, never at import), then `main`."""
+    from jaxrl_async.sharding import expose_cpu_cores
+
+    expose_cpu_cores()
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry_point()

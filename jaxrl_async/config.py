@@ -30,12 +30,18 @@ class NetworkConfig:
     """Nonlinearity between layers."""
     torso: Literal["auto", "mlp", "cnn"] = "auto"
     """Observation encoder: 'auto' picks the CNN for image observations (MinAtar), else the MLP."""
+    core: Literal["none", "gru", "lstm"] = "none"
+    """Recurrent core after the torso (shared by actor and critic), for partially observable tasks."""
+    core_size: int = 64
+    """Units of the recurrent core."""
 
     def __post_init__(self):
         _check(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
                "hidden_sizes", self.hidden_sizes, "give one or more positive layer widths, e.g. 64 64")
         _check(self.activation in ACTIVATIONS, "activation", self.activation, f"choose one of {ACTIVATIONS}")
         _check(self.torso in ("auto", "mlp", "cnn"), "torso", self.torso, "choose auto, mlp or cnn")
+        _check(self.core in ("none", "gru", "lstm"), "core", self.core, "choose none, gru or lstm")
+        _check(self.core_size >= 1, "core_size", self.core_size, "must be >= 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +98,8 @@ class PPOConfig:
 
 # What a resumed run must keep: these fields shape the checkpointed state or give it its meaning.
 RESUME_FIXED_FIELDS = ("env", "algo", "num_envs", "num_steps", "num_seeds", "seed", "normalize_obs",
-                       "network.hidden_sizes", "network.activation", "network.torso")
+                       "network.hidden_sizes", "network.activation", "network.torso", "network.core",
+                       "network.core_size")
 
 
 def _lookup(data: dict, dotted: str):
@@ -173,9 +180,12 @@ class TrainConfig:
                f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
         _check(self.batch_size % self.ppo.num_minibatches == 0, "num_minibatches", self.ppo.num_minibatches,
                f"must divide num_envs*num_steps={self.batch_size}")
-        # IMPALA's minibatches are whole env sequences
-        _check(self.algo != "impala" or self.num_envs % self.ppo.num_minibatches == 0, "num_minibatches",
-               self.ppo.num_minibatches, f"must divide num_envs={self.num_envs} with --algo impala")
+        _check(self.algo != "impala" or self.network.core == "none", "core", self.network.core,
+               "a recurrent core trains with ppo, a2c or reinforce; impala supports feedforward policies")
+        # IMPALA's minibatches (and a recurrent policy's) are whole env sequences
+        _check((self.algo != "impala" and self.network.core == "none") or self.num_envs % self.ppo.num_minibatches == 0,
+               "num_minibatches", self.ppo.num_minibatches,
+               f"must divide num_envs={self.num_envs} (minibatches are whole env sequences)")
 
     @property
     def batch_size(self) -> int:

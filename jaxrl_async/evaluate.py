@@ -20,7 +20,7 @@ import numpy as np
 from flax import struct
 
 from jaxrl_async.envs.normalize import RunningMeanStd
-from jaxrl_async.networks import Policy
+from jaxrl_async.networks import Policy, reset_carry
 
 
 @struct.dataclass
@@ -66,20 +66,21 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
         key, reset_key = jax.random.split(key)
         obs, env_state = reset_env(jax.random.split(reset_key, num_episodes), env_params)
         zeros = jnp.zeros((num_episodes,), jnp.float32)
-        carry = (env_state, obs, key, zeros, jnp.zeros((num_episodes,), jnp.int32),
-                 jnp.zeros((num_episodes,), bool), jnp.zeros((), jnp.int32))
+        carry = (env_state, obs, policy.initial_carry((num_episodes,)), key, zeros,
+                 jnp.zeros((num_episodes,), jnp.int32), jnp.zeros((num_episodes,), bool),
+                 jnp.ones((num_episodes,), bool), jnp.zeros((), jnp.int32))
 
         def cond(carry):
-            *_, done, t = carry
+            *_, done, _, t = carry
             return jnp.logical_and(~jnp.all(done), t < max_steps)
 
         def body(carry):
-            env_state, obs, key, returns, lengths, done, t = carry
+            env_state, obs, policy_carry, key, returns, lengths, done, reset, t = carry
             key, act_key, step_key = jax.random.split(key, 3)
             obs_in = obs.astype(jnp.float32)
             if normalize_obs:
                 obs_in = obs_stats.normalize(obs_in)
-            dist, _ = policy.apply(params, obs_in)
+            dist, _, policy_carry = policy.step(params, obs_in, reset_carry(policy, policy_carry, reset))
             action = dist.mode() if greedy else dist.sample(act_key)
             obs, env_state, reward, terminated, truncated, _ = step_env(
                 jax.random.split(step_key, num_episodes), env_state, action, env_params)
@@ -88,9 +89,9 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
             returns = returns + jnp.where(live, reward.astype(jnp.float32), 0.0)
             lengths = lengths + live.astype(jnp.int32)
             done = done | terminated | truncated
-            return env_state, obs, key, returns, lengths, done, t + 1
+            return env_state, obs, policy_carry, key, returns, lengths, done, terminated | truncated, t + 1
 
-        _, _, _, returns, lengths, done, _ = jax.lax.while_loop(cond, body, carry)
+        _, _, _, _, returns, lengths, done, _, _ = jax.lax.while_loop(cond, body, carry)
         return EvalResult(returns=returns, lengths=lengths, complete=done)
 
     return evaluate

@@ -1,12 +1,20 @@
-"""flax linen actor-critic: separate actor and critic towers, orthogonal init.
+"""flax linen actor-critic: separate actor and critic towers, orthogonal init; optionally
+a recurrent core (GRU or LSTM).
 
 `make_policy(network_cfg, obs_shape, action_space)` returns a `Policy` of pure
-functions over a params pytree:
+functions over a params pytree. Every policy offers the step-wise interface the
+rollout and the evaluator use, with a recurrent state `carry` (an empty tuple for
+a feedforward policy):
 
-- `apply(params, obs) -> (distribution, value)`: one fused forward pass of both towers;
-- `value(params, obs) -> value`: the critic alone (used to value final observations).
+- `initial_carry(batch_shape) -> carry`: the state at an episode's start;
+- `step(params, obs, carry) -> (distribution, value, carry)`: one time step;
+- `value_step(params, obs, carry) -> value`: the critic alone at one step;
+- `unroll(params, obs [T, ...], carry, reset [T, ...]) -> (distribution, value)`:
+  a sequence, the carry reset to its initial value wherever `reset` is true (an
+  episode starts), as the learner replays a fragment.
 
-`obs` is `[..., *obs_shape]` float32; values are `[...]`.
+A feedforward policy also has `apply(params, obs) -> (distribution, value)` and
+`value(params, obs)`. `obs` is `[..., *obs_shape]` float32; values are `[...]`.
 """
 
 from __future__ import annotations
@@ -87,8 +95,38 @@ class ActorCritic(nn.Module):
         return DiagGaussian(mean=out, log_std=jnp.broadcast_to(log_std, out.shape)), value
 
 
+class RecurrentActorCritic(nn.Module):
+    """Torso -> GRU/LSTM core -> actor and critic heads, one time step per call.
+
+    Actor and critic share the torso and the core (one memory, not two); the heads
+    are separate.
+    """
+
+    hidden_sizes: Sequence[int]
+    activation: str
+    use_cnn: bool
+    discrete: bool
+    action_dim: int
+    core: str  # "gru" | "lstm"
+    core_size: int
+
+    @nn.compact
+    def __call__(self, obs, carry):
+        torso = CNNTorso if self.use_cnn else MLPTorso
+        features = torso(self.hidden_sizes, self.activation, name="torso")(obs)
+        cell = nn.GRUCell(self.core_size, name="core") if self.core == "gru" else \
+            nn.OptimizedLSTMCell(self.core_size, name="core")
+        carry, features = cell(carry, features)
+        out = _dense(self.action_dim, 0.01, name="actor_head")(features)
+        value = _dense(1, 1.0, name="critic_head")(features)[..., 0]
+        if self.discrete:
+            return Categorical(logits=out), value, carry
+        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+        return DiagGaussian(mean=out, log_std=jnp.broadcast_to(log_std, out.shape)), value, carry
+
+
 class Policy(NamedTuple):
-    """Pure functions over the params pytree of an `ActorCritic`."""
+    """Pure functions over the params pytree of an actor-critic (see the module docstring)."""
 
     init: Callable[[jax.Array], Any]  # key -> params
     apply: Callable[[Any, jax.Array], tuple[Any, jax.Array]]  # (params, obs) -> (dist, value)
@@ -96,6 +134,18 @@ class Policy(NamedTuple):
     obs_shape: tuple[int, ...]
     discrete: bool
     action_shape: tuple[int, ...]
+    recurrent: bool = False
+    initial_carry: Callable[[tuple[int, ...]], Any] = lambda batch_shape: ()
+    step: Callable | None = None  # (params, obs, carry) -> (dist, value, carry)
+    value_step: Callable | None = None  # (params, obs, carry) -> value
+    unroll: Callable | None = None  # (params, obs [T, ...], carry, reset [T, ...]) -> (dist, value)
+
+
+def reset_carry(policy: Policy, carry: Any, reset: jax.Array) -> Any:
+    """The carry with every env where `reset` is true set back to the initial state."""
+    initial = policy.initial_carry(reset.shape)
+    return jax.tree.map(lambda c0, c: jnp.where(reset.reshape(reset.shape + (1,) * (c.ndim - reset.ndim)), c0, c),
+                        initial, carry)
 
 
 def make_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) -> Policy:
@@ -116,13 +166,15 @@ def make_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) -> P
     use_cnn = cfg.torso == "cnn" or (cfg.torso == "auto" and is_image)
     if use_cnn and not is_image:
         raise ValueError(f"torso='cnn' needs image observations [H, W, C], got shape {obs_shape}: use --network.torso mlp")
-    module = ActorCritic(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, discrete, action_dim)
-
     def prepare(obs):
         # the MLP sees observations of any rank as flat feature vectors
         if use_cnn or len(obs_shape) == 1:
             return obs
         return obs.reshape(obs.shape[: obs.ndim - len(obs_shape)] + (-1,))
+
+    if cfg.core != "none":
+        return _recurrent_policy(cfg, obs_shape, prepare, use_cnn, discrete, action_dim, action_shape)
+    module = ActorCritic(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, discrete, action_dim)
 
     def init(key):
         return module.init(key, prepare(jnp.zeros((1,) + obs_shape, jnp.float32)))
@@ -134,4 +186,48 @@ def make_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) -> P
         # the actor head's output is unused here, and XLA drops it
         return module.apply(params, prepare(obs))[1]
 
-    return Policy(init, apply, value, obs_shape, discrete, action_shape)
+    def step(params, obs, carry):
+        return (*apply(params, obs), carry)
+
+    def value_step(params, obs, carry):
+        return value(params, obs)
+
+    def unroll(params, obs, carry, reset):
+        return apply(params, obs)
+
+    return Policy(init, apply, value, obs_shape, discrete, action_shape, False, lambda batch_shape: (),
+                  step, value_step, unroll)
+
+
+def _recurrent_policy(cfg: NetworkConfig, obs_shape, prepare, use_cnn, discrete, action_dim, action_shape) -> Policy:
+    module = RecurrentActorCritic(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, discrete, action_dim,
+                                  cfg.core, cfg.core_size)
+
+    def initial_carry(batch_shape):
+        zeros = jnp.zeros(tuple(batch_shape) + (cfg.core_size,), jnp.float32)
+        return zeros if cfg.core == "gru" else (zeros, zeros)
+
+    def init(key):
+        return module.init(key, prepare(jnp.zeros((1,) + obs_shape, jnp.float32)), initial_carry((1,)))
+
+    def step(params, obs, carry):
+        return module.apply(params, prepare(obs), carry)
+
+    def value_step(params, obs, carry):
+        return step(params, obs, carry)[1]
+
+    def unroll(params, obs, carry, reset):
+        def body(carry, inputs):
+            obs_t, reset_t = inputs
+            dist, value, carry = step(params, obs_t, reset_carry(policy, carry, reset_t))
+            return carry, (dist, value)
+
+        _, (dist, value) = jax.lax.scan(body, carry, (obs, reset))
+        return dist, value
+
+    def memoryless(*_):
+        raise ValueError("a recurrent policy has no memoryless apply/value: use step / unroll with a carry")
+
+    policy = Policy(init, memoryless, memoryless, obs_shape, discrete, action_shape, True, initial_carry,
+                    step, value_step, unroll)
+    return policy

@@ -42,7 +42,10 @@ def _spec(leaf) -> tuple[tuple[int, ...], np.dtype]:
     return tuple(np.shape(leaf)), np.dtype(getattr(leaf, "dtype", None) or np.result_type(leaf))
 
 
-def check_same_tree(reference: Any, candidate: Any, what: str = "params") -> None:
+def check_same_tree(reference: Any, candidate: Any, what: str = "params",
+                    reference_name: str = "the first published tree",
+                    fix: str = "publish a tree of the same structure, shapes and dtypes (the same network config)"
+                    ) -> None:
     """Raise ValueError naming the first leaf whose structure, shape or dtype differs."""
     ref_leaves, ref_def = jax.tree_util.tree_flatten_with_path(reference)
     new_leaves, new_def = jax.tree_util.tree_flatten_with_path(candidate)
@@ -53,14 +56,12 @@ def check_same_tree(reference: Any, candidate: Any, what: str = "params") -> Non
         extra = next((p for p in new_paths if p not in ref_paths), None)
         detail = f"missing leaf {missing}" if missing else f"unexpected leaf {extra}" if extra else \
             f"tree structure {new_def} != {ref_def}"
-        raise ValueError(f"{what} do not match the first published tree: {detail}; publish a tree of the "
-                         "same structure, shapes and dtypes (the same network config)")
+        raise ValueError(f"{what} and {reference_name} differ: {detail}; {fix}")
     for (path, ref), (_, new) in zip(ref_leaves, new_leaves):
         if _spec(ref) != _spec(new):
             raise ValueError(
                 f"{what} leaf {_describe(path)} has shape {np.shape(new)} dtype {_spec(new)[1]}, "
-                f"but the first published tree has shape {np.shape(ref)} dtype {_spec(ref)[1]}; "
-                "publish a tree of the same structure, shapes and dtypes (the same network config)")
+                f"but {reference_name} has shape {np.shape(ref)} dtype {_spec(ref)[1]}; {fix}")
 
 
 class ParamStore:

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from jaxrl_async.advantages import batched_gae, gae_inputs
 from jaxrl_async.envs.normalize import RunningMeanStd
-from jaxrl_async.networks import Policy
+from jaxrl_async.networks import Policy, reset_carry
 from jaxrl_async.types import RolloutState, Trajectory
 
 
@@ -53,7 +53,8 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         stats = RunningMeanStd.create(obs_shape)
         if normalize_obs:
             stats = stats.update(obs)
-        return RolloutState(env_state=env_state, obs=obs, obs_stats=stats, key=key)
+        return RolloutState(env_state=env_state, obs=obs, obs_stats=stats, key=key,
+                            carry=policy.initial_carry((num_envs,)), reset=jnp.ones((num_envs,), bool))
 
     def observe(stats: RunningMeanStd, obs: jax.Array) -> jax.Array:
         return stats.normalize(obs) if normalize_obs else obs
@@ -61,7 +62,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
     def step(params, state: RolloutState, _):
         key, act_key, step_key = jax.random.split(state.key, 3)
         obs = observe(state.obs_stats, state.obs)
-        dist, value = policy.apply(params, obs)
+        dist, value, carry = policy.step(params, obs, reset_carry(policy, state.carry, state.reset))
         action = dist.sample(act_key)
         log_prob = dist.log_prob(action)
         next_obs, env_state, reward, terminated, truncated, info = step_env(
@@ -75,21 +76,25 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
             obs=obs, action=action, log_prob=log_prob, value=value,
             reward=reward.astype(jnp.float32), terminated=terminated, truncated=truncated,
             next_obs=final_obs, episode_return=info["episode_return"],
-            episode_length=info["episode_length"], episode_done=info["episode_done"])
-        state = state.replace(env_state=env_state, obs=next_obs, obs_stats=stats, key=key)
+            episode_length=info["episode_length"], episode_done=info["episode_done"], reset=state.reset)
+        if policy.recurrent:
+            record["carry_after"] = carry  # to value next_obs after the scan
+        state = state.replace(env_state=env_state, obs=next_obs, obs_stats=stats, key=key, carry=carry,
+                              reset=terminated | truncated)
         return state, record
 
     def collect(params, state: RolloutState) -> tuple[RolloutState, Trajectory]:
         chex.assert_shape(state.obs, (num_envs, *obs_shape))
+        initial_carry = state.carry
         state, rec = jax.lax.scan(lambda s, x: step(params, s, x), state, None,
                                   length=num_steps, unroll=unroll)
         # v_t for every step; where the episode went on this equals V(obs_{t+1})
-        bootstrap_value = policy.value(params, rec["next_obs"])
+        bootstrap_value = policy.value_step(params, rec["next_obs"], rec.pop("carry_after", ()))
         discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"],
                                           gamma, gae_lambda)
         advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t)
         trajectory = Trajectory(**rec, bootstrap_value=bootstrap_value, advantage=advantage,
-                                target=advantage + rec["value"])
+                                target=advantage + rec["value"], initial_carry=initial_carry)
         chex.assert_shape([trajectory.reward, trajectory.advantage, trajectory.log_prob],
                           (num_steps, num_envs))
         return state, trajectory

@@ -23,6 +23,7 @@ from jaxrl_async import metrics as metrics_lib
 from jaxrl_async import run_dir as run_dir_lib
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.evaluate import EvalResult
+from jaxrl_async.sharding import Placement
 from jaxrl_async.types import TrainState
 
 AUTO_SYNCS = 20  # host syncs per run when iterations_per_call is 'auto' ...
@@ -114,7 +115,8 @@ class StopRequest:
 class Run:
     """One run's directory, sinks, schedule, best-so-far tracking and checkpoints."""
 
-    def __init__(self, cfg: TrainConfig, c, *, console: bool, resume: dict | None = None):
+    def __init__(self, cfg: TrainConfig, c, *, console: bool, resume: dict | None = None,
+                 placement: Placement | None = None):
         self.wall_start = time.perf_counter()
         self.cfg = cfg
         self.c = c
@@ -135,7 +137,8 @@ class Run:
         self.sinks = metrics_lib.open_sinks(self.run_dir, cfg.env_steps, console, start_steps=self.start_update
                                             * cfg.batch_size, tensorboard=cfg.tensorboard)
         self._evaluate = None
-        self.placement = None  # set by train(): where the state lives
+        # where the state lives (train() places the state before the run starts)
+        self.placement = placement or Placement(cfg.devices, cfg.num_seeds, cfg.num_envs)
         self.eval_result: EvalResult | None = None
         self.host_s = 0.0  # evaluation, checkpoints and logging at host syncs
 
@@ -163,17 +166,21 @@ class Run:
         return jax.device_get(self._evaluate[greedy](state.learner.params, state.rollout.obs_stats, keys))
 
     # -- one host sync ---------------------------------------------------
-    def after_sync(self, state: TrainState, updates: int, record: dict, *, extra_state: dict | None = None,
-                   counters: dict | None = None) -> EvalResult | None:
+    def should_stop(self, updates: int, stop_after: int | None) -> bool:
+        """Ctrl-C was pressed, or the caller's stop point is reached (decided once per sync)."""
+        return self.stop.requested or (stop_after is not None and updates >= stop_after)
+
+    def after_sync(self, state: TrainState, updates: int, record: dict, *, stopping: bool = False,
+                   extra_state: dict | None = None, counters: dict | None = None) -> EvalResult | None:
         """Evaluate, log and checkpoint as the schedule (or a stop request) says; the time it
         takes is counted in `host_s`, apart from the training loop's."""
         start = time.perf_counter()
         try:
-            return self._after_sync(state, updates, record, extra_state, counters)
+            return self._after_sync(state, updates, record, stopping, extra_state, counters)
         finally:
             self.host_s += time.perf_counter() - start
 
-    def _after_sync(self, state, updates, record, extra_state, counters) -> EvalResult | None:
+    def _after_sync(self, state, updates, record, stopping, extra_state, counters) -> EvalResult | None:
         eval_result = None
         if self.is_eval_point(updates):
             eval_result = self.evaluate(state, updates)
@@ -188,7 +195,7 @@ class Run:
             record["best_eval_return"] = self.best_eval_return
         for sink in self.sinks:
             sink.write(record)
-        if self.is_checkpoint_point(updates) or self.stop.requested:
+        if self.is_checkpoint_point(updates) or stopping:
             self.last_checkpoint = self.save(state, updates, ckpt.numbered_path(self.run_dir, updates),
                                              extra_state, counters)
             ckpt.prune(self.run_dir, self.cfg.keep_checkpoints)

@@ -73,8 +73,9 @@ def train_fused(run: Run, state: TrainState, stop_after: int | None = None) -> t
         state, train_s = new_state, train_s + elapsed
         record = run.window_record(metrics_lib.finalize(sums, point - done), point, point - done, elapsed)
         done = point
-        run.eval_result = run.after_sync(state, done, record) or run.eval_result
-        if run.stop.requested or (stop_after is not None and done >= stop_after):
+        stopping = run.should_stop(done, stop_after)
+        run.eval_result = run.after_sync(state, done, record, stopping=stopping) or run.eval_result
+        if stopping:
             break
     return state, {"compile_s": compile_s, "train_s": train_s, "updates_done": done}
 
@@ -92,6 +93,8 @@ def load_resume(cfg: TrainConfig, c: Components, template: TrainState) -> tuple[
         raise ValueError(f"run {cfg.run_dir!r} already has {done} updates ({done * cfg.batch_size} env steps); "
                          "pass a larger --total-timesteps to extend it")
     state = ckpt.restore_state(template, saved["state"], path)
+    # the hyperparameters are this config's (a resume may change them), not the checkpoint's
+    state = state.replace(learner=state.learner.replace(hparams=template.learner.hparams))
     return state, {**saved, "path": path}
 
 
@@ -120,8 +123,7 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     if resume:
         state, saved = load_resume(cfg, c, state)
     state = placement.place(state)
-    run = Run(cfg, c, console=console, resume=saved)
-    run.placement = placement
+    run = Run(cfg, c, console=console, resume=saved, placement=placement)
     if console and placement.num_devices > 1:
         print(f"placement: {placement.describe()}", flush=True)
     run.wall_start = wall_start

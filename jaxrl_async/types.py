@@ -23,12 +23,16 @@ class RolloutState:
       obs: `[B, *obs_shape]` float32, the raw (unnormalised) current observation.
       obs_stats: running observation statistics (unused when normalisation is off).
       key: PRNG key for actions and env steps.
+      carry: the policy's recurrent state, leaves `[B, ...]` (an empty tuple if feedforward).
+      reset: `[B]` bool, the current observation starts an episode (the carry is reset first).
     """
 
     env_state: Any
     obs: jax.Array
     obs_stats: RunningMeanStd
     key: jax.Array
+    carry: Any
+    reset: jax.Array
 
 
 @struct.dataclass
@@ -50,6 +54,9 @@ class Trajectory:
       target: `[T, B]` value targets, advantage + value.
       episode_return, episode_length: `[T, B]` return/length of an episode that ended at t.
       episode_done: `[T, B]` bool, validity mask for the two above.
+      reset: `[T, B]` bool, `obs` starts an episode (a recurrent learner resets its carry there).
+      initial_carry: the policy's recurrent state at the fragment's start, leaves `[B, ...]`
+        (an empty tuple if feedforward), so the learner can replay the sequence.
     """
 
     obs: jax.Array
@@ -66,6 +73,8 @@ class Trajectory:
     episode_return: jax.Array
     episode_length: jax.Array
     episode_done: jax.Array
+    reset: jax.Array
+    initial_carry: Any
 
 
 @struct.dataclass

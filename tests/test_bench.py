@@ -23,7 +23,7 @@ def test_quick_run_writes_every_case(quick_report):
     assert meta["versions"]["jax"] and meta["config"]["quick"] is True
     results = report["results"]
     prefixes = {key.split("/")[0] for key in results}
-    assert prefixes == {"env_step", "rollout", "advantages", "update", "e2e", "compile_cache"}
+    assert prefixes == {"env_step", "rollout", "advantages", "update", "e2e", "devices", "compile_cache"}
     for key, row in results.items():
         if key.startswith(("env_step", "rollout", "advantages", "update")):
             assert row["compile_s"] > 0 and row["repeats"] >= 2
@@ -34,6 +34,7 @@ def test_quick_run_writes_every_case(quick_report):
         row = results[f"e2e/4x128/async-lag{lag}/seeds=1"]
         assert row["ratio_to_fused"] > 0 and row["overlap_efficiency"] > 0
     assert results["e2e/4x128/fused/seeds=2"]["steps_per_second"]["median"] > 0
+    assert results["devices/4x128/seeds=2/all-devices"]["ratio_to_one_device"] > 0
     cache = results["compile_cache/CartPole-v1/fused"]
     assert cache["cold_compile_s"] > 0 and cache["warm_compile_s"] > 0
 

@@ -97,6 +97,30 @@ def make_learner(cfg, policy: Policy, loss_fn: LossFn, batch_fn: BatchFn, *, num
     return Algorithm(init, update)
 
 
+def learner_batch(policy: Policy, trajectory: Trajectory, fields: tuple[str, ...],
+                  extra: dict[str, jax.Array] | None = None) -> tuple[dict, int]:
+    """The trajectory's `fields` (and `extra` `[T, B]` arrays) as the batch to shuffle: independent
+    transitions for a feedforward policy; whole env sequences with their initial carry and reset
+    flags for a recurrent one, which must replay them in order (`policy_outputs`)."""
+    if not policy.recurrent:
+        batch, size = flat_transitions(trajectory, fields)
+        return {**batch, **{k: v.reshape((size,) + v.shape[2:]) for k, v in (extra or {}).items()}}, size
+    batch, size = env_sequences(trajectory, fields + ("reset",))
+    batch.update({k: jnp.swapaxes(v, 0, 1) for k, v in (extra or {}).items()})
+    batch["initial_carry"] = trajectory.initial_carry
+    return batch, size
+
+
+def policy_outputs(policy: Policy, params, batch: dict):
+    """(distribution, value) for the batch's observations, laid out like the batch."""
+    if not policy.recurrent:
+        return policy.apply(params, batch["obs"])
+    time_major = lambda x: jnp.swapaxes(x, 0, 1)  # [b, T] <-> [T, b]
+    dist, value = policy.unroll(params, time_major(batch["obs"]), batch["initial_carry"],
+                                time_major(batch["reset"]))
+    return jax.tree.map(time_major, dist), time_major(value)
+
+
 def flat_transitions(trajectory: Trajectory, fields: tuple[str, ...]) -> tuple[dict, int]:
     """The named `[T, B, ...]` fields as `[T * B, ...]`: independent transitions to shuffle."""
     num_steps, num_envs = trajectory.reward.shape

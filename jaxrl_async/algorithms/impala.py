@@ -26,6 +26,8 @@ _FIELDS = ("obs", "next_obs", "action", "log_prob", "reward", "terminated", "tru
 
 
 def make_impala(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
+    if policy.recurrent:
+        raise ValueError("impala supports feedforward policies; train a recurrent core with ppo, a2c or reinforce")
     # one sequence [T] -> V-trace outputs [T]; vmapped over the minibatch's sequences
     sequence_vtrace = jax.vmap(
         lambda v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_t: vtrace(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxrl_async import losses
-from jaxrl_async.algorithms.common import LearnerHyperparams, flat_transitions, make_learner
+from jaxrl_async.algorithms.common import LearnerHyperparams, learner_batch, make_learner, policy_outputs
 from jaxrl_async.networks import Policy
 from jaxrl_async.types import Algorithm, Trajectory
 
@@ -30,12 +30,12 @@ def make_ppo(cfg, policy: Policy, *, num_updates: int, batch_size: int) -> Algor
       num_updates: iterations in the run (for linear learning-rate annealing).
       batch_size: transitions per trajectory; `cfg.num_minibatches` must divide it.
     """
-    if batch_size % cfg.num_minibatches:
+    if not policy.recurrent and batch_size % cfg.num_minibatches:
         raise ValueError(f"num_minibatches={cfg.num_minibatches} must divide the rollout's "
                          f"batch of {batch_size} transitions")
 
     def loss_fn(params, batch, hp: LearnerHyperparams):
-        dist, value = policy.apply(params, batch["obs"])
+        dist, value = policy_outputs(policy, params, batch)
         log_ratio = dist.log_prob(batch["action"]) - batch["log_prob"]
         advantage = batch["advantage"]
         if cfg.normalize_advantages:
@@ -50,7 +50,7 @@ def make_ppo(cfg, policy: Policy, *, num_updates: int, batch_size: int) -> Algor
                           clip_fraction=losses.clip_fraction(log_ratio, hp.clip_eps))
 
     def batch_fn(trajectory: Trajectory):
-        batch, size = flat_transitions(trajectory, _FIELDS)
+        batch, size = learner_batch(policy, trajectory, _FIELDS)
         return batch, size, {"explained_variance": losses.explained_variance(trajectory.value, trajectory.target)}
 
     return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates)

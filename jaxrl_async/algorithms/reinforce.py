@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from jaxrl_async import losses
 from jaxrl_async.advantages import batched_lambda_returns, gae_inputs
 from jaxrl_async.algorithms.a2c import policy_gradient_terms
-from jaxrl_async.algorithms.common import flat_transitions, make_learner
+from jaxrl_async.algorithms.common import learner_batch, make_learner
 from jaxrl_async.networks import Policy
 from jaxrl_async.types import Algorithm, Trajectory
 
@@ -36,8 +36,7 @@ def make_reinforce(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
 
     def batch_fn(trajectory: Trajectory):
         returns = monte_carlo_returns(trajectory, cfg.gamma)
-        batch, size = flat_transitions(trajectory.replace(target=returns), ("obs", "action", "log_prob", "value"))
-        batch["returns"] = returns.reshape(size)
+        batch, size = learner_batch(policy, trajectory, ("obs", "action", "log_prob", "value"), {"returns": returns})
         return batch, size, {"explained_variance": losses.explained_variance(trajectory.value, returns),
                              "return_mean": jnp.mean(returns)}
 

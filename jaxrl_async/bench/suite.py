@@ -108,9 +108,7 @@ def run(cfg: BenchConfig) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from jaxrl_async.cli import parse
-    from jaxrl_async.sharding import expose_cpu_cores
 
-    expose_cpu_cores()  # as the CLI does: the devices case compares one core with all of them
     cfg = parse(BenchConfig, sys.argv[1:] if argv is None else list(argv), "jaxrl-async bench")
     report = run(cfg)
     out = cfg.out or os.path.join("bench-results", f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}.json")

@@ -11,6 +11,7 @@ from jaxrl_async.envs.probes import (
     ProbeEnv,
     ProbeParams,
     ProbeState,
+    MemoryProbe,
     TruncationProbe,
     TwoStepProbe,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "ProbeParams",
     "ProbeState",
     "RunningMeanStd",
+    "MemoryProbe",
     "TruncationProbe",
     "TwoStepProbe",
     "Wrapper",

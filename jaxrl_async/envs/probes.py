@@ -15,6 +15,9 @@ float32 vectors of shape (1,); rewards float32 []; terminated bool [].
 | Probe-ObsActionReward  | Discrete(2) | 1     | pi(a = [obs > 0]) = 1, V = 1        |
 | Probe-Truncation       | Discrete(1) | 10    | V = 1 / (1 - gamma) everywhere      |
 | Probe-ContinuousAction | Box[-2, 2]  | 1     | a* = 1, V = 0                       |
+| Probe-Memory           | Discrete(2) | k + 1 | recall the first obs: reward 1 (0.5 without memory) |
+
+Probe-Memory's observations have shape (2,): [cue, query].
 """
 
 from __future__ import annotations
@@ -218,6 +221,41 @@ class ContinuousActionProbe(ProbeEnv):
         return -jnp.sum(jnp.square(action - 1.0))
 
 
+MEMORY_DELAY = 3
+
+
+class MemoryProbe(ProbeEnv):
+    """A cue of +1 or -1 shown once, then `MEMORY_DELAY` blank steps, then a query.
+
+    Obs [cue, 0] at the first step, [0, 0] while waiting, [0, 1] at the query. The
+    action at the query earns +1 if it names the cue (1 for +1, 0 for -1), else 0;
+    other actions earn nothing; the episode ends after the query. The query's
+    observation carries no trace of the cue, so a memoryless policy can only guess
+    (expected return 0.5); a recurrent policy that remembers the cue earns 1.
+    """
+
+    env_id = "Probe-Memory"
+
+    @property
+    def num_actions(self) -> int:
+        return 2
+
+    def observation_space(self, params=None):
+        return spaces.Box(-1.0, 1.0, (2,), jnp.float32)
+
+    def get_obs(self, state, params=None, key=None):
+        cue = jnp.where(state.time == 0, state.sign, 0.0)
+        query = (state.time == MEMORY_DELAY).astype(jnp.float32)
+        return jnp.stack([cue, query]).astype(jnp.float32)
+
+    def reward(self, state, action, params):
+        correct_action = (state.sign > 0).astype(jnp.int32)
+        return jnp.where((state.time == MEMORY_DELAY) & (action == correct_action), 1.0, 0.0)
+
+    def is_terminated(self, state, params):
+        return state.time >= MEMORY_DELAY + 1
+
+
 PROBE_ENVS: dict[str, type[ProbeEnv]] = {
     cls.env_id: cls
     for cls in (
@@ -228,5 +266,6 @@ PROBE_ENVS: dict[str, type[ProbeEnv]] = {
         ObsActionRewardProbe,
         TruncationProbe,
         ContinuousActionProbe,
+        MemoryProbe,
     )
 }
