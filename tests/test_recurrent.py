@@ -1,0 +1,111 @@
+"""Recurrent policies: the carry is reset at episode starts, replayed exactly by the learner,
+and gives the memory the memory probe needs."""
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_async import TrainConfig, train
+from jaxrl_async.algorithms.common import learner_batch, policy_outputs
+from jaxrl_async.components import build, init_state
+from jaxrl_async.config import NetworkConfig, PPOConfig
+from jaxrl_async.networks import reset_carry
+
+
+def memory_config(tmp_path, name, core, algo="ppo", **changes):
+    return TrainConfig(env="Probe-Memory", algo=algo, num_envs=16, num_steps=32, total_timesteps=100_000,
+                       eval_episodes=64, run_dir=str(tmp_path / name), eval_interval=0,
+                       network=NetworkConfig(core=core, core_size=32, hidden_sizes=(32,)),
+                       ppo=PPOConfig(num_minibatches=4, learning_rate=3e-3, gamma=0.9,
+                                     update_epochs=4 if algo == "ppo" else 1), **changes)
+
+
+@pytest.fixture(scope="module", params=["gru", "lstm"])
+def recurrent(request):
+    cfg = TrainConfig(env="CartPole-v1", num_envs=3, num_steps=40, total_timesteps=120,
+                      network=NetworkConfig(core=request.param, core_size=8, hidden_sizes=(8,)),
+                      ppo=PPOConfig(num_minibatches=1))
+    c = build(cfg)
+    state = jax.jit(functools.partial(init_state, c))(jax.random.PRNGKey(0))
+    rollout_state, trajectory = jax.jit(c.rollout.collect)(state.learner.params, state.rollout)
+    return c, state, rollout_state, trajectory
+
+
+def test_rollout_carries_the_state_and_marks_episode_starts(recurrent):
+    c, state, rollout_state, trajectory = recurrent
+    assert trajectory.reset.shape == (40, 3) and bool(trajectory.reset[0].all())  # fresh envs start episodes
+    done = np.asarray(trajectory.terminated | trajectory.truncated)
+    # an episode ends at t exactly when the observation at t + 1 starts a new one
+    np.testing.assert_array_equal(np.asarray(trajectory.reset[1:]), done[:-1])
+    np.testing.assert_array_equal(np.asarray(rollout_state.reset), done[-1])
+    assert all(leaf.shape == (3, 8) for leaf in jax.tree.leaves(trajectory.initial_carry))
+
+
+def test_learner_replay_reproduces_the_behaviour_policy(recurrent):
+    """Unrolling the stored fragment from its initial carry, with the stored resets, gives
+    exactly the log-probs and values the actor saw step by step."""
+    c, state, _, trajectory = recurrent
+    assert int(trajectory.reset[1:].sum()) > 0, "the fragment should cross an episode boundary"
+    batch, size = learner_batch(c.policy, trajectory, ("obs", "action", "log_prob", "value"))
+    assert size == 3 and batch["obs"].shape == (3, 40, 4)
+    dist, value = policy_outputs(c.policy, state.learner.params, batch)
+    np.testing.assert_allclose(dist.log_prob(batch["action"]), batch["log_prob"], atol=1e-5)
+    np.testing.assert_allclose(value, batch["value"], atol=1e-5)
+
+
+def test_replay_without_resets_differs(recurrent):
+    """The check above can fail: ignoring episode starts changes the replayed values."""
+    c, state, _, trajectory = recurrent
+    batch, _ = learner_batch(c.policy, trajectory, ("obs", "value"))
+    batch["reset"] = jnp.zeros_like(batch["reset"])
+    _, value = policy_outputs(c.policy, state.learner.params, batch)
+    assert not np.allclose(value, batch["value"], atol=1e-5)
+
+
+def test_reset_carry_only_touches_resetting_envs(recurrent):
+    c = recurrent[0]
+    carry = jax.tree.map(lambda x: x + 1.0, c.policy.initial_carry((2,)))
+    out = reset_carry(c.policy, carry, jnp.array([True, False]))
+    for leaf in jax.tree.leaves(out):
+        np.testing.assert_array_equal(leaf[0], 0.0)
+        np.testing.assert_array_equal(leaf[1], 1.0)
+
+
+def test_recurrent_bootstrap_values_the_final_observation_with_the_carry(recurrent):
+    """v_t at every step is the critic on the pre-reset observation after the step's carry."""
+    c, state, _, trajectory = recurrent
+    params, carry, values = state.learner.params, trajectory.initial_carry, []
+    for t in range(trajectory.reward.shape[0]):
+        carry = reset_carry(c.policy, carry, trajectory.reset[t])
+        _, _, carry = c.policy.step(params, trajectory.obs[t], carry)
+        values.append(c.policy.value_step(params, trajectory.next_obs[t], carry))
+    np.testing.assert_allclose(np.stack(values), trajectory.bootstrap_value, atol=1e-5)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+def test_only_a_recurrent_policy_solves_the_memory_probe(tmp_path, algo):
+    returns = {core: train(memory_config(tmp_path, f"{algo}-{core}", core, algo), console=False)
+               .summary["final_eval_return_mean"] for core in ("none", "gru")}
+    assert returns["gru"] >= 0.95, returns
+    assert returns["none"] <= 0.7, returns  # a memoryless policy can only guess the cue
+
+
+def test_recurrent_runs_in_the_async_mode_and_resumes_exactly(tmp_path):
+    base = TrainConfig(env="CartPole-v1", num_envs=4, num_steps=16, total_timesteps=64 * 12, iterations_per_call=3,
+                       eval_episodes=4, mode="async", lag="1",
+                       network=NetworkConfig(core="lstm", core_size=8, hidden_sizes=(8,)),
+                       ppo=PPOConfig(num_minibatches=2, update_epochs=2))
+    straight = train(dataclasses.replace(base, run_dir=str(tmp_path / "a")), console=False).summary
+    cfg = dataclasses.replace(base, run_dir=str(tmp_path / "b"))
+    train(cfg, console=False, stop_after_updates=6)
+    resumed = train(cfg, console=False, resume=True).summary
+    assert straight["params_digest"] == resumed["params_digest"]
+
+
+def test_impala_refuses_a_recurrent_core():
+    with pytest.raises(ValueError, match="core="):
+        TrainConfig(algo="impala", network=NetworkConfig(core="gru"))
