@@ -127,10 +127,24 @@ def load(path: str) -> dict:
         return decode(f.read(), path)
 
 
+def _key_paths(tree: Any, prefix: str = "") -> set[str]:
+    if isinstance(tree, dict):
+        return set().union(*(_key_paths(v, f"{prefix}/{k}") for k, v in tree.items())) if tree else {prefix}
+    return {prefix}
+
+
 def restore_state(target: Any, state_dict: Any, path: str = "<checkpoint>") -> Any:
-    """Fill `target`'s structure with the saved arrays, checking every leaf's shape and dtype."""
+    """Fill `target`'s structure with the saved arrays, checking that every saved leaf has a
+    place (flax would drop extras silently) and every leaf's shape and dtype."""
     from jaxrl_async.pipeline import check_same_tree  # one tree-comparison rule for the project
 
+    expected, saved = _key_paths(serialization.to_state_dict(target)), _key_paths(state_dict)
+    if expected != saved:
+        extra, missing = sorted(saved - expected), sorted(expected - saved)
+        detail = f"it holds {extra[0]}, which this config's state has not" if extra else \
+            f"it lacks {missing[0]}, which this config's state needs"
+        raise CheckpointError(f"checkpoint {path} does not fit this config: {detail}; resume with the config "
+                              "the run was trained with")
     try:
         restored = serialization.from_state_dict(target, state_dict)
         check_same_tree(target, restored, what="checkpoint state", reference_name="this config's state",

@@ -164,8 +164,8 @@ def test_continuous_policy_shapes_and_state_independent_std():
 def test_cnn_policy_on_minatar_shaped_images():
     policy = make_policy(NetworkConfig(hidden_sizes=(32,)), (10, 10, 4), spaces.Discrete(6))
     params = policy.init(jax.random.PRNGKey(0))
-    # one conv per tower, stacked on a leading (actor, critic) axis
-    assert params["params"]["towers"]["Conv_0"]["kernel"].shape == (2, 3, 3, 4, 16)
+    assert "Conv_0" in params["params"]["actor_torso"]
+    assert "Conv_0" in params["params"]["critic_torso"]
     obs = jax.random.uniform(jax.random.PRNGKey(1), (2, 5, 10, 10, 4))
     dist, value = policy.apply(params, obs)
     assert dist.logits.shape == (2, 5, 6)
@@ -175,7 +175,7 @@ def test_cnn_policy_on_minatar_shaped_images():
 def test_mlp_torso_flattens_rank_two_observations():
     policy = make_policy(NetworkConfig(hidden_sizes=(8,)), (3, 5), spaces.Discrete(2))
     params = policy.init(jax.random.PRNGKey(0))
-    assert params["params"]["towers"]["Dense_0"]["kernel"].shape == (2, 15, 8)
+    assert params["params"]["actor_torso"]["Dense_0"]["kernel"].shape == (15, 8)
     dist, value = policy.apply(params, jnp.ones((4, 3, 5)))
     assert dist.logits.shape == (4, 2) and value.shape == (4,)
 
@@ -189,11 +189,10 @@ def test_orthogonal_init_scales():
     """Hidden layers orthogonal with gain sqrt(2); actor head gain 0.01; zero biases."""
     policy = make_policy(NetworkConfig(hidden_sizes=(64, 64)), (4,), spaces.Discrete(3))
     params = policy.init(jax.random.PRNGKey(0))["params"]
-    towers = params["towers"]  # leading axis: 0 actor, 1 critic
-    for tower in (0, 1):
-        first = np.asarray(towers["Dense_0"]["kernel"][tower])  # [4, 64]: orthonormal rows
+    for tower in ("actor_torso", "critic_torso"):
+        first = np.asarray(params[tower]["Dense_0"]["kernel"])  # [4, 64]: orthonormal rows
         np.testing.assert_allclose(first @ first.T, 2.0 * np.eye(4), atol=1e-5)
-        second = np.asarray(towers["Dense_1"]["kernel"][tower])  # [64, 64]
+        second = np.asarray(params[tower]["Dense_1"]["kernel"])  # [64, 64]
         np.testing.assert_allclose(second.T @ second, 2.0 * np.eye(64), atol=1e-4)
     head = np.asarray(params["actor_head"]["kernel"])  # [64, 3]: orthonormal columns
     np.testing.assert_allclose(head.T @ head, 1e-4 * np.eye(3), atol=1e-8)
@@ -213,20 +212,20 @@ def test_initial_policy_is_near_uniform():
 
 
 def test_actor_and_critic_towers_are_independent():
-    """Stacked towers share no weights: the actor's output ignores the critic's tower and vice versa."""
+    """Separate towers share no weights: the actor's output ignores the critic's tower and vice versa."""
     policy = make_policy(NetworkConfig(hidden_sizes=(16,)), (4,), spaces.Discrete(2))
     params = policy.init(jax.random.PRNGKey(0))
-    towers = params["params"]["towers"]["Dense_0"]
-    assert not np.allclose(towers["kernel"][0], towers["kernel"][1])
     obs = jax.random.normal(jax.random.PRNGKey(1), (8, 4))
     dist, value = policy.apply(params, obs)
-    critic_changed = jax.tree.map(lambda x: x, params)
-    critic_changed["params"]["towers"]["Dense_0"]["kernel"] = towers["kernel"].at[1].multiply(3.0)
-    dist2, value2 = policy.apply(critic_changed, obs)
-    np.testing.assert_array_equal(dist.logits, dist2.logits)
-    assert not np.allclose(value, value2)
-    actor_changed = jax.tree.map(lambda x: x, params)
-    actor_changed["params"]["towers"]["Dense_0"]["kernel"] = towers["kernel"].at[0].multiply(3.0)
-    dist3, value3 = policy.apply(actor_changed, obs)
-    np.testing.assert_array_equal(value, value3)
-    assert not np.allclose(dist.logits, dist3.logits)
+
+    def scaled(tower):
+        changed = jax.tree.map(lambda x: x, params)
+        changed["params"][tower]["Dense_0"]["kernel"] = params["params"][tower]["Dense_0"]["kernel"] * 3.0
+        return policy.apply(changed, obs)
+
+    dist_c, value_c = scaled("critic_torso")
+    np.testing.assert_array_equal(dist.logits, dist_c.logits)
+    assert not np.allclose(value, value_c)
+    dist_a, value_a = scaled("actor_torso")
+    np.testing.assert_array_equal(value, value_a)
+    assert not np.allclose(dist.logits, dist_a.logits)
