@@ -60,13 +60,15 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         return stats.normalize(obs) if normalize_obs else obs
 
     def step(params, state: RolloutState, _):
-        key, act_key, step_key = jax.random.split(state.key, 3)
+        # one split serves the next carry key, the action and every env's step
+        keys = jax.random.split(state.key, num_envs + 2)
+        key, act_key, step_keys = keys[0], keys[1], keys[2:]
         obs = observe(state.obs_stats, state.obs)
         dist, value, carry = policy.step(params, obs, reset_carry(policy, state.carry, state.reset))
         action = dist.sample(act_key)
         log_prob = dist.log_prob(action)
         next_obs, env_state, reward, terminated, truncated, info = step_env(
-            jax.random.split(step_key, num_envs), state.env_state, action, env_params)
+            step_keys, state.env_state, action, env_params)
         next_obs = next_obs.astype(jnp.float32)
         stats = state.obs_stats.update(next_obs) if normalize_obs else state.obs_stats
         # record the pre-reset observation: at a truncation the bootstrap is V(final obs);
