@@ -1,7 +1,10 @@
 import sys
 
-from jaxrl_async.bench.suite import main
-from jaxrl_async.sharding import expose_cpu_cores
+from jaxrl_async.runtime import configure_cpu_runtime
 
-expose_cpu_cores()  # as the jaxrl-async command does: the devices case compares one core with all
+# before anything starts JAX (as the jaxrl-async command does): the devices case compares one core with all
+configure_cpu_runtime()
+
+from jaxrl_async.bench.suite import main  # noqa: E402
+
 sys.exit(main())

@@ -1,9 +1,30 @@
-"""jaxrl_async: a JAX-native RL trainer with fused and async (double-buffered) modes."""
+"""jaxrl_async: a JAX-native RL trainer with fused and async (double-buffered) modes.
 
-from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
-from jaxrl_async.envs import make_env, registered_env_ids
-from jaxrl_async.train import TrainResult, train
+The public names load on first use, so that importing the package (as the
+`jaxrl-async` command does) starts no JAX backend: process-wide settings such as
+the number of CPU devices (`runtime.configure_cpu_runtime`) must come first.
+"""
 
-__all__ = ["NetworkConfig", "PPOConfig", "TrainConfig", "TrainResult", "make_env",
-           "registered_env_ids", "train"]
+from __future__ import annotations
+
+import importlib
+
 __version__ = "0.1.0"
+
+_PUBLIC = {
+    "NetworkConfig": "jaxrl_async.config",
+    "PPOConfig": "jaxrl_async.config",
+    "TrainConfig": "jaxrl_async.config",
+    "TrainResult": "jaxrl_async.training",
+    "train": "jaxrl_async.training",
+    "make_env": "jaxrl_async.envs",
+    "registered_env_ids": "jaxrl_async.envs",
+    "configure_cpu_runtime": "jaxrl_async.runtime",
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'jaxrl_async' has no attribute {name!r}")

@@ -17,7 +17,6 @@ import traceback
 import tyro
 
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.run_dir import load_config
 
 USAGE = """usage: jaxrl-async COMMAND [FLAGS]
 
@@ -112,6 +111,8 @@ def train_command(args: list[str]) -> int:
     default = None
     if resume_dir is not None:
         try:
+            from jaxrl_async.run_dir import load_config
+
             default = TrainCommand(config=load_config(resume_dir), resume=resume_dir)
         except ValueError as error:
             return _fail(prog, error, debug)
@@ -119,7 +120,7 @@ def train_command(args: list[str]) -> int:
     config = command.config
     if command.resume is not None:
         config = dataclasses.replace(config, run_dir=command.resume)
-    from jaxrl_async.train import train  # JAX starts only once the flags are valid
+    from jaxrl_async.training import train  # JAX starts only once the flags are valid
 
     try:
         result = train(config, resume=command.resume is not None)
@@ -180,11 +181,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry_point() -> None:
-    """The `jaxrl-async` command: every CPU core a JAX device (set before JAX starts, so only
-    here, never at import), then `main`."""
-    from jaxrl_async.sharding import expose_cpu_cores
+    """The `jaxrl-async` command: the process-wide CPU settings (every core a JAX device; see
+    `runtime.py`), set before JAX starts, so only here, never at import; then `main`."""
+    from jaxrl_async.runtime import configure_cpu_runtime
 
-    expose_cpu_cores()
+    configure_cpu_runtime()
     sys.exit(main())
 
 

@@ -75,9 +75,19 @@ def init_state(c: Components, key: jax.Array, hparams: Any = None) -> TrainState
 
 
 def initial_states(c: Components, hparams: Any = None) -> TrainState:
-    """Every seed's initial state, `[S, ...]`."""
-    init = jax.jit(over_seeds(functools.partial(init_state, c), c.cfg.num_seeds))
-    return init(seed_keys(c.cfg.seed, c.cfg.num_seeds), hparams)
+    """Every seed's initial state, `[S, ...]`.
+
+    The seeds are initialised one after another (`lax.map`), not vmapped: the
+    orthogonal initialiser's QR decomposition, batched over seeds, runs LAPACK in
+    parallel batches on XLA's CPU thread pool, which can deadlock that pool (seen
+    here: a hang in `lapack_sgeqrf` waiting on its own pool). Initialisation is
+    cheap; the training itself is still vmapped.
+    """
+    init = functools.partial(init_state, c)
+    keys = seed_keys(c.cfg.seed, c.cfg.num_seeds)
+    if hparams is None:
+        return jax.jit(lambda keys: jax.lax.map(init, keys))(keys)
+    return jax.jit(lambda keys, hparams: jax.lax.map(lambda args: init(*args), (keys, hparams)))(keys, hparams)
 
 
 def iteration(c: Components, state: TrainState) -> tuple[TrainState, dict]:

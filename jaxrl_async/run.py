@@ -155,7 +155,7 @@ class Run:
     # -- evaluation ------------------------------------------------------
     def evaluate(self, state: TrainState, updates: int, greedy: bool = True) -> EvalResult:
         """Evaluate every seed on its own envs; the key depends only on the seed and the update."""
-        from jaxrl_async.train import over_seeds, seed_keys
+        from jaxrl_async.training import over_seeds, seed_keys
 
         if self._evaluate is None:
             self._evaluate = {

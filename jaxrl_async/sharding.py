@@ -12,7 +12,7 @@ Two layouts, chosen from the number of seeds S, envs B and devices D:
   of floating-point sums.
 
 On a CPU the cores become devices only if JAX is told so before it starts
-(`jax_num_cpu_devices`); the CLI does this, the library never does.
+(`runtime.configure_cpu_runtime`); the commands do this, the library never does.
 """
 
 from __future__ import annotations
@@ -26,16 +26,6 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxrl_async.types import TrainState
 
 AXIS = "shard"
-
-
-def expose_cpu_cores() -> None:
-    """Make each CPU core a JAX device; only before JAX's backends start (the CLI's entry point)."""
-    import os
-
-    try:
-        jax.config.update("jax_num_cpu_devices", os.cpu_count() or 1)
-    except RuntimeError:
-        pass  # backends already started: keep what they have
 
 
 def resolve_devices(requested: int | str) -> list:

@@ -7,6 +7,10 @@ import itertools
 import pytest
 
 from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
+from jaxrl_async.runtime import configure_cpu_runtime
+
+# the commands' CPU settings (see runtime.py), but one device: tests choose their devices
+configure_cpu_runtime(expose_cores=False)
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +34,12 @@ def tiny_config(tmp_path_factory):
         return TrainConfig(**fields, network=NetworkConfig(**network), ppo=PPOConfig(**ppo))
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _fresh_trace_counts():
+    """chex.assert_max_traces counts traces per function's code, across tests: start each test at zero."""
+    import chex
+
+    chex.clear_trace_counter()
+    yield

@@ -9,7 +9,11 @@ import tempfile
 import jax
 import numpy as np
 
-from jaxrl_async import TrainConfig, train
+from jaxrl_async.runtime import configure_cpu_runtime
+
+configure_cpu_runtime(expose_cores=False)  # the device count comes from JAX_NUM_CPU_DEVICES
+
+from jaxrl_async import TrainConfig, train  # noqa: E402
 from jaxrl_async.config import NetworkConfig
 
 

@@ -28,7 +28,7 @@ from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.networks import make_policy
 from jaxrl_async.rollout import make_rollout
-from jaxrl_async.train import build, train
+from jaxrl_async.training import build, train
 from jaxrl_async.types import Trajectory
 
 ALGOS = ("a2c", "reinforce", "impala")

@@ -16,7 +16,7 @@ from jaxrl_async import run_dir as run_dir_lib
 from jaxrl_async.async_train import train_async
 from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
 from jaxrl_async.components import build, initial_states
-from jaxrl_async.train import Run, chunk_plan, train
+from jaxrl_async.training import Run, chunk_plan, train
 from jaxrl_async.types import Algorithm
 
 NUM_UPDATES = 22

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.train import build, train
+from jaxrl_async.training import build, train
 
 TOLERANCE = 0.1
 

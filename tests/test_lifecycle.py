@@ -29,7 +29,7 @@ from jaxrl_async.cli import main
 from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
 from jaxrl_async.evaluate_run import evaluate_run
 from jaxrl_async.run import TrainingDiverged, intervals, sync_points
-from jaxrl_async.train import train
+from jaxrl_async.training import train
 
 NUM_UPDATES = 40
 STOP_AT = 20
@@ -372,7 +372,7 @@ def test_divergence_through_the_cli_exits_1_with_one_line(runs, tmp_path, capsys
 
 def test_resume_applies_new_learner_hyperparameters(runs):
     from jaxrl_async.components import build, initial_states
-    from jaxrl_async.train import load_resume
+    from jaxrl_async.training import load_resume
 
     cfg = small_config(runs("fused").stopped_dir, ppo=dict(learning_rate=1e30, ent_coef=0.5))
     c = build(cfg)
@@ -547,7 +547,7 @@ _MEMORY_SCRIPT = textwrap.dedent("""
     import resource, sys
     import psutil
     from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
-    from jaxrl_async.train import train
+    from jaxrl_async.training import train
 
     updates, mode, run_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     cfg = TrainConfig(env="CartPole-v1", num_envs=4, num_steps=16, total_timesteps=updates * 64,

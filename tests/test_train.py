@@ -1,4 +1,4 @@
-"""Tests for jaxrl_async.train: the run directory contract, determinism, chunking."""
+"""Tests for jaxrl_async.training: the run directory contract, determinism, chunking."""
 
 import dataclasses
 import functools
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from jaxrl_async import run_dir as run_dir_lib
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.train import build, check_finite, chunk_plan, init_state, over_seeds, run_iterations, train
+from jaxrl_async.training import build, check_finite, chunk_plan, init_state, over_seeds, run_iterations, train
 
 NUM_UPDATES = 30  # enough that 'auto' chunks by 2, not 1
 

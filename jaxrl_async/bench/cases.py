@@ -126,7 +126,7 @@ def _e2e_variants(quick: bool) -> dict[str, TrainConfig]:
 
 
 def end_to_end(quick: bool, repeats: int) -> dict:
-    from jaxrl_async.train import train
+    from jaxrl_async.training import train
 
     variants = _e2e_variants(quick)
     runs: dict[str, list[dict]] = {key: [] for key in variants}
@@ -157,7 +157,7 @@ def end_to_end(quick: bool, repeats: int) -> dict:
 
 def devices(quick: bool, repeats: int) -> dict:
     """Aggregate steps/s of 1, 2, 4, 8 seeds: vmapped on one device vs sharded over every device."""
-    from jaxrl_async.train import train
+    from jaxrl_async.training import train
 
     seed_counts = (1, 2) if quick else (1, 2, 4, 8)
     budget = 40 * 512 if quick else REFERENCE["total_timesteps"]

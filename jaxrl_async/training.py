@@ -179,3 +179,4 @@ def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *
         "params_digest": digests,
         **extra,
     }
+

@@ -1,0 +1,36 @@
+"""Process-wide JAX settings for the CPU, applied by the commands (and the test suite) before
+JAX starts its backends — never at library import.
+
+- Every CPU core becomes a JAX device (`jax_num_cpu_devices`), so seeds can be sharded
+  over the cores (`sharding.py`).
+- XLA's CPU ops run single-threaded (`--xla_cpu_multi_thread_eigen=false`): on this
+  project's machines a jitted call now and then never returned, every XLA worker thread
+  parked waiting for work (the Eigen thread-pool wedge others report for vmapped graphs
+  on XLA CPU); these tiny ops gain nothing from intra-op threads (measured: the same
+  steps/s either way), so the setting costs nothing.
+- CPU dispatch is synchronous (`jax_cpu_enable_async_dispatch=False`), the other
+  documented cure for such hangs; every call here is waited on at once anyway.
+
+Library users who start JAX themselves can call `configure_cpu_runtime()` first.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+
+SINGLE_THREADED_EIGEN = "--xla_cpu_multi_thread_eigen=false"
+
+
+def configure_cpu_runtime(expose_cores: bool = True) -> None:
+    """Apply the settings above; a no-op for what JAX has already fixed at startup."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {SINGLE_THREADED_EIGEN}".strip()
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
+    if expose_cores:
+        try:
+            jax.config.update("jax_num_cpu_devices", os.cpu_count() or 1)
+        except RuntimeError:
+            pass  # backends already started: keep the devices they have

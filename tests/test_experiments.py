@@ -1,0 +1,99 @@
+"""Experiment scripts: a tiny-budget smoke run of each, and the curve statistics."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+# `experiments` is a top-level folder, not part of the installed package: a bare
+# `pytest` (unlike `python -m pytest`) does not put the repository root on sys.path.
+ROOT = str(pathlib.Path(__file__).resolve().parents[1])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from experiments.common import CURVE_FILE, bootstrap_ci, curve_from_metrics  # noqa: E402
+
+# script -> rollouts in the smoke run (one host sync each: one point of the curve); the
+# CNN on Breakout-MinAtar costs ~15 s a rollout on a CPU, so it gets one
+ROLLOUTS = {"ppo_cartpole": 2, "ppo_pendulum": 2, "ppo_breakout_minatar": 1}
+
+
+@pytest.mark.parametrize("script", sorted(ROLLOUTS))
+def test_script_smoke(script, tmp_path, capsys):
+    module = importlib.import_module(f"experiments.{script}")
+    rollouts, batch = ROLLOUTS[script], module.CONFIG.batch_size
+    run_dir = tmp_path / script
+    result = module.main(["--total-timesteps", str(rollouts * batch), "--num-seeds", "2",
+                          "--run-dir", str(run_dir)])
+
+    assert result.run_dir == str(run_dir)
+    assert (run_dir / CURVE_FILE).stat().st_size > 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] == rollouts * batch and summary["num_seeds"] == 2
+    env_steps, returns = curve_from_metrics(os.path.join(run_dir, "metrics.jsonl"))
+    assert env_steps.tolist() == [batch * (i + 1) for i in range(rollouts)]
+    assert returns.shape == (rollouts, 2)
+    # the printed table row: env, seeds, env steps
+    assert f"| {module.CONFIG.env} | 2 | {rollouts * batch:,} |" in capsys.readouterr().out
+
+
+def test_curve_from_metrics_reads_seeds_and_missing_episodes(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    lines = [{"env_steps": 100, "episode_return_mean": 2.0, "episode_return_per_seed": [None, 2.0]},
+             {"env_steps": 200, "episode_return_mean": 4.0, "episode_return_per_seed": [3.0, 5.0]}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    env_steps, returns = curve_from_metrics(str(path))
+    np.testing.assert_array_equal(env_steps, [100, 200])
+    np.testing.assert_array_equal(returns, [[np.nan, 2.0], [3.0, 5.0]])
+
+
+def test_curve_from_metrics_single_seed_uses_the_mean(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(json.dumps({"env_steps": 64, "episode_return_mean": 7.5}) + "\n"
+                    + json.dumps({"env_steps": 128, "episode_return_mean": None}) + "\n")
+    env_steps, returns = curve_from_metrics(str(path))
+    np.testing.assert_array_equal(env_steps, [64, 128])
+    np.testing.assert_array_equal(returns, [[7.5], [np.nan]])
+
+
+def test_bootstrap_ci_of_constant_data_has_zero_width():
+    low, high = bootstrap_ci(np.full((3, 5), 4.0))
+    np.testing.assert_array_equal(low, [4.0] * 3)
+    np.testing.assert_array_equal(high, [4.0] * 3)
+
+
+def test_bootstrap_ci_contains_the_mean_and_is_deterministic():
+    values = np.random.default_rng(1).normal(size=(4, 6)) * [[1.0], [2.0], [5.0], [0.1]]
+    low, high = bootstrap_ci(values)
+    mean = values.mean(axis=-1)
+    assert np.all(low < mean) and np.all(mean < high)
+    again = bootstrap_ci(values)
+    np.testing.assert_array_equal(low, again[0])
+    np.testing.assert_array_equal(high, again[1])
+
+
+def test_bootstrap_ci_width_matches_the_normal_approximation():
+    # many seeds: the bootstrap interval approaches mean +- 1.96 * sd / sqrt(S)
+    num_seeds = 400
+    values = np.random.default_rng(2).normal(size=(1, num_seeds))
+    low, high = bootstrap_ci(values)
+    expected = 2 * 1.96 * values.std() / np.sqrt(num_seeds)
+    assert (high - low)[0] == pytest.approx(expected, rel=0.1)
+
+
+def test_bootstrap_ci_ignores_nan_seeds():
+    values = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, 2.0]])
+    low, high = bootstrap_ci(values)
+    assert 1.0 <= low[0] <= 2.0 <= high[0] <= 3.0
+    np.testing.assert_array_equal([low[1], high[1]], [2.0, 2.0])
+
+
+def test_bootstrap_ci_rejects_a_flat_array():
+    with pytest.raises(ValueError, match=r"\[N, S\]"):
+        bootstrap_ci(np.zeros(5))
