@@ -1,0 +1,1 @@
+"""Experiment scripts: `python -m experiments.ppo_cartpole` (see README.md)."""

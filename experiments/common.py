@@ -1,0 +1,152 @@
+"""Run a study (one config, its seeds vmapped in one jit) and plot its learning curve.
+
+    result = run_study(cfg, "ppo_cartpole", "runs/ppo_cartpole")
+    # runs/ppo_cartpole/{config.json, metrics.jsonl, summary.json, learning_curve.png}
+
+The curve is the training episode return against env steps: the mean over seeds
+and a 95% bootstrap confidence interval over seeds (resampling seeds, not
+episodes, because seeds are the independent units).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import warnings
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: write PNGs only
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import tyro  # noqa: E402
+
+from jaxrl_async import TrainConfig  # noqa: E402
+
+if TYPE_CHECKING:
+    from jaxrl_async import TrainResult
+
+CURVE_FILE = "learning_curve.png"
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyArgs:
+    """The budget of a study; each script sets its own defaults."""
+
+    total_timesteps: int
+    """Environment steps per seed."""
+    num_seeds: int
+    """Independent seeds, vmapped in one jit."""
+    run_dir: str | None = None
+    """Run directory; default runs/<script>-<timestamp>."""
+
+
+def parse_args(argv: list[str] | None, defaults: StudyArgs, description: str) -> StudyArgs:
+    return tyro.cli(StudyArgs, args=argv, default=defaults, description=description)
+
+
+def curve_from_metrics(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """Read a run's `metrics.jsonl` into a learning curve.
+
+    Returns:
+      env_steps: [N] int64, env steps per seed at each host sync.
+      returns: [N, S] float64, mean training episode return of each seed over the
+        window ending there; NaN where that seed completed no episode.
+    """
+    env_steps, returns = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            per_seed = record.get("episode_return_per_seed")
+            if per_seed is None:  # one seed: only the mean is logged
+                per_seed = [record.get("episode_return_mean")]
+            env_steps.append(record["env_steps"])
+            returns.append([np.nan if r is None else r for r in per_seed])
+    if not env_steps:
+        raise ValueError(f"{path} holds no metrics lines: did the run finish an iteration?")
+    return np.asarray(env_steps, np.int64), np.asarray(returns, np.float64)
+
+
+def bootstrap_ci(values: np.ndarray, *, confidence: float = 0.95, num_resamples: int = 2000,
+                 seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap confidence interval of the mean over the last axis.
+
+    Args:
+      values: [N, S] float, S samples (seeds) at each of N points; NaNs are ignored.
+      confidence: coverage of the interval.
+      num_resamples: bootstrap resamples of the S seeds (with replacement).
+      seed: NumPy rng seed, fixed so the same data always gives the same plot.
+
+    Returns:
+      low, high: [N] float64 bounds of the interval.
+    """
+    values = np.asarray(values, np.float64)
+    if values.ndim != 2:
+        raise ValueError(f"values must be [N, S] (points x seeds), got shape {values.shape}")
+    rng = np.random.default_rng(seed)
+    # one set of resampled seed indices shared by every point: [R, S]
+    idx = rng.integers(0, values.shape[1], size=(num_resamples, values.shape[1]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN resamples early in training
+        means = np.nanmean(values[:, idx], axis=-1)  # [N, R]
+        alpha = (1.0 - confidence) / 2
+        low, high = np.nanquantile(means, [alpha, 1.0 - alpha], axis=-1)
+    return low, high
+
+
+def plot_learning_curve(env_steps: np.ndarray, returns: np.ndarray, path: str, title: str) -> None:
+    """Mean over seeds, its 95% bootstrap CI, and each seed faintly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(returns, axis=-1)
+    low, high = bootstrap_ci(returns)
+    fig, ax = plt.subplots(figsize=(5, 3.4), dpi=100)
+    ax.plot(env_steps, returns, color="tab:blue", alpha=0.15, linewidth=0.8)
+    ax.fill_between(env_steps, low, high, color="tab:blue", alpha=0.25, linewidth=0,
+                    label="95% bootstrap CI")
+    ax.plot(env_steps, mean, color="tab:blue", label=f"mean of {returns.shape[1]} seeds")
+    ax.set(xlabel="env steps (per seed)", ylabel="training episode return", title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def table_row(summary: dict) -> str:
+    """| env | seeds | env steps | final greedy return mean ± std over seeds | steps/s | compile s |"""
+    per_seed = np.asarray(summary["final_eval_return"], np.float64)
+    return (f"| {summary['env_id']} | {summary['num_seeds']} | {summary['env_steps']:,} "
+            f"| {np.nanmean(per_seed):.1f} ± {np.nanstd(per_seed):.1f} "
+            f"| {summary['steps_per_second']:,.0f} | {summary['compile_s']:.1f} |")
+
+
+TABLE_HEADER = ("| env | seeds | env steps | final greedy return (mean ± std over seeds) "
+                "| steps/s (all seeds) | compile s |\n|---|---|---|---|---|---|")
+
+
+def run_study(cfg: TrainConfig, name: str, out_dir: str | None = None, *, console: bool = True) -> TrainResult:
+    """Train `cfg` (its `num_seeds` seeds vmapped), then plot `<run_dir>/learning_curve.png`.
+
+    Args:
+      cfg: the run; its `run_dir` is replaced by `out_dir`.
+      name: the study's name, used as the plot title and the default directory name.
+      out_dir: the run directory (must not hold a run); default runs/<name>-<timestamp>.
+      console: print a progress line per host sync.
+    """
+    # imported here, not at the top: importing the trainer (optax, flax) starts JAX's
+    # backends, and a script applies `configure_cpu_runtime` before that
+    from jaxrl_async import train
+
+    if out_dir is None:
+        out_dir = os.path.join("runs", f"{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    result = train(dataclasses.replace(cfg, run_dir=out_dir), console=console)
+    env_steps, returns = curve_from_metrics(os.path.join(result.run_dir, "metrics.jsonl"))
+    plot_learning_curve(env_steps, returns, os.path.join(result.run_dir, CURVE_FILE),
+                        title=f"{name}: {cfg.env}")
+    print(TABLE_HEADER)
+    print(table_row(result.summary))
+    return result
