@@ -107,7 +107,8 @@ def plot_learning_curve(env_steps: np.ndarray, returns: np.ndarray, path: str, t
     ax.plot(env_steps, returns, color="tab:blue", alpha=0.15, linewidth=0.8)
     ax.fill_between(env_steps, low, high, color="tab:blue", alpha=0.25, linewidth=0,
                     label="95% bootstrap CI")
-    ax.plot(env_steps, mean, color="tab:blue", label=f"mean of {returns.shape[1]} seeds")
+    num_seeds = returns.shape[1]
+    ax.plot(env_steps, mean, color="tab:blue", label=f"mean of {num_seeds} seed{'s' * (num_seeds > 1)}")
     ax.set(xlabel="env steps (per seed)", ylabel="training episode return", title=title)
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
