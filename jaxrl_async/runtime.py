@@ -3,13 +3,12 @@ JAX starts its backends — never at library import.
 
 - Every CPU core becomes a JAX device (`jax_num_cpu_devices`), so seeds can be sharded
   over the cores (`sharding.py`).
-- XLA's CPU ops run single-threaded (`--xla_cpu_multi_thread_eigen=false`): on this
-  project's machines a jitted call now and then never returned, every XLA worker thread
-  parked waiting for work (the Eigen thread-pool wedge others report for vmapped graphs
-  on XLA CPU); these tiny ops gain nothing from intra-op threads (measured: the same
-  steps/s either way), so the setting costs nothing.
-- CPU dispatch is synchronous (`jax_cpu_enable_async_dispatch=False`), the other
-  documented cure for such hangs; every call here is waited on at once anyway.
+- XLA's Eigen ops run single-threaded (`--xla_cpu_multi_thread_eigen=false`) and CPU
+  dispatch is synchronous (`jax_cpu_enable_async_dispatch=False`): the two settings others
+  report against XLA CPU thread-pool hangs. They cost nothing measurable here (the same
+  steps/s either way). They did *not* cure the hang this project met — LAPACK's batched
+  QR (the orthogonal initialiser under vmap) waiting on its own thread pool — which
+  `components.initial_states` avoids by initialising seeds with `lax.map`.
 
 Library users who start JAX themselves can call `configure_cpu_runtime()` first.
 """
