@@ -45,11 +45,13 @@ def test_two_forced_cpu_devices(two_device_results):
 
 
 @pytest.mark.parametrize("mode", ["fused", "async"])
-def test_seed_sharding_is_bit_identical_where_each_device_runs_the_same_program(two_device_results, mode):
-    # 4 seeds: each device runs a vmapped batch of 2 seeds, the same per-seed program as 4 on one device
+def test_seed_sharding_matches_one_device_seed_by_seed(two_device_results, mode):
+    # 4 seeds: each device runs a vmapped batch of 2 seeds. With XLA's multi-threaded Eigen this
+    # was bit-identical to 4 seeds on one device; with the single-threaded Eigen the commands now
+    # set (runtime.py), the batched matmuls may sum in another order: equal to float tolerance
     result = two_device_results[f"{mode}/seeds=4"]
     assert result["layout"] == "seeds" and result["devices"] == 2
-    assert result["identical"], result
+    assert result["max_diff"] < 1e-4, result
 
 
 def test_one_seed_per_device_agrees_to_float_tolerance(two_device_results):
