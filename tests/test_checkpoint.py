@@ -164,7 +164,8 @@ def test_loading_never_unpickles(saved_file, monkeypatch):
         monkeypatch.setattr(pickle, name, refuse)
     monkeypatch.setattr(np, "load", refuse)
     saved = ckpt.load(str(path))
-    ckpt.restore_state(template_state(), saved["state"], str(path))
+    restored = ckpt.restore_state(template_state(), saved["state"], str(path))
+    assert jax.tree.structure(restored) == jax.tree.structure(template_state())
 
 
 def test_a_pickle_payload_runs_no_code(tmp_path):

@@ -188,7 +188,7 @@ def test_resume_accepts_budget_schedule_mode_and_hyperparameter_changes(tmp_path
     new = small_config(tmp_path, total_timesteps=80 * BATCH, eval_interval=0, iterations_per_call="all",
                        mode="async", lag="1", checkpoint_interval=3, keep_checkpoints=1, eval_stochastic=True,
                        tensorboard=True, ppo=dict(learning_rate=1e-3, ent_coef=0.0, update_epochs=4))
-    small_config(tmp_path).check_resumable_as(new)
+    assert small_config(tmp_path).check_resumable_as(new) is None  # raises ValueError if refused
 
 
 def test_resume_extends_a_finished_run_to_the_new_total(runs, tmp_path):
