@@ -48,11 +48,16 @@ def parse_args(argv: list[str] | None, defaults: StudyArgs, description: str) ->
     return tyro.cli(StudyArgs, args=argv, default=defaults, description=description)
 
 
-def curve_from_metrics(path: str) -> tuple[np.ndarray, np.ndarray]:
+def curve_from_metrics(path: str, x: str = "env_steps") -> tuple[np.ndarray, np.ndarray]:
     """Read a run's `metrics.jsonl` into a learning curve.
 
+    Args:
+      path: the metrics file.
+      x: the record key to use as the curve's x: "env_steps" (per seed) or "wall_s"
+        (seconds since the run started, compilation included).
+
     Returns:
-      env_steps: [N] int64, env steps per seed at each host sync.
+      x: [N] values of `x` at each host sync (int64 env steps, float64 seconds).
       returns: [N, S] float64, mean training episode return of each seed over the
         window ending there; NaN where that seed completed no episode.
     """
@@ -63,11 +68,12 @@ def curve_from_metrics(path: str) -> tuple[np.ndarray, np.ndarray]:
             per_seed = record.get("episode_return_per_seed")
             if per_seed is None:  # one seed: only the mean is logged
                 per_seed = [record.get("episode_return_mean")]
-            env_steps.append(record["env_steps"])
+            env_steps.append(record[x])
             returns.append([np.nan if r is None else r for r in per_seed])
     if not env_steps:
         raise ValueError(f"{path} holds no metrics lines: did the run finish an iteration?")
-    return np.asarray(env_steps, np.int64), np.asarray(returns, np.float64)
+    dtype = np.int64 if x == "env_steps" else np.float64
+    return np.asarray(env_steps, dtype), np.asarray(returns, np.float64)
 
 
 def bootstrap_ci(values: np.ndarray, *, confidence: float = 0.95, num_resamples: int = 2000,
@@ -99,29 +105,55 @@ def bootstrap_ci(values: np.ndarray, *, confidence: float = 0.95, num_resamples:
 
 def plot_learning_curve(env_steps: np.ndarray, returns: np.ndarray, path: str, title: str) -> None:
     """Mean over seeds, its 95% bootstrap CI, and each seed faintly."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mean = np.nanmean(returns, axis=-1)
-    low, high = bootstrap_ci(returns)
-    fig, ax = plt.subplots(figsize=(5, 3.4), dpi=100)
-    ax.plot(env_steps, returns, color="tab:blue", alpha=0.15, linewidth=0.8)
-    ax.fill_between(env_steps, low, high, color="tab:blue", alpha=0.25, linewidth=0,
-                    label="95% bootstrap CI")
     num_seeds = returns.shape[1]
-    ax.plot(env_steps, mean, color="tab:blue", label=f"mean of {num_seeds} seed{'s' * (num_seeds > 1)}")
-    ax.set(xlabel="env steps (per seed)", ylabel="training episode return", title=title)
+    plot_curves({f"mean of {num_seeds} seed{'s' * (num_seeds > 1)}": (env_steps, returns)}, path, title,
+                show_seeds=True)
+
+
+def plot_curves(curves: dict[str, tuple[np.ndarray, np.ndarray]], path: str, title: str, *,
+                xlabel: str = "env steps (per seed)", show_seeds: bool = False) -> None:
+    """One line per curve: the mean over its seeds and a 95% bootstrap CI band.
+
+    Args:
+      curves: label -> (x [N], returns [N, S]) as `curve_from_metrics` reads them.
+      path: the PNG to write.
+      title, xlabel: the axes' labels.
+      show_seeds: also draw each seed faintly.
+    """
+    fig, ax = plt.subplots(figsize=(5.6, 3.6), dpi=100)
+    for i, (label, (x, returns)) in enumerate(curves.items()):
+        color = f"C{i}"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # seeds with no episode yet
+            mean = np.nanmean(returns, axis=-1)
+        low, high = bootstrap_ci(returns)
+        if show_seeds:
+            ax.plot(x, returns, color=color, alpha=0.15, linewidth=0.8)
+        ax.fill_between(x, low, high, color=color, alpha=0.2, linewidth=0)
+        ax.plot(x, mean, color=color, label=label)
+    ax.set(xlabel=xlabel, ylabel="training episode return", title=title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
+    ax.legend(loc="best", fontsize="small", title="shaded: 95% bootstrap CI" if len(curves) > 1 else None,
+              title_fontsize="x-small")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
 
 
+def default_run_dir(name: str) -> str:
+    return os.path.join("runs", f"{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+
+
+def greedy_summary(summary: dict) -> str:
+    """'mean ± std' of a summary's per-seed final greedy returns."""
+    per_seed = np.asarray(summary["final_eval_return"], np.float64)
+    return f"{np.nanmean(per_seed):.1f} ± {np.nanstd(per_seed):.1f}"
+
+
 def table_row(summary: dict) -> str:
     """| env | seeds | env steps | final greedy return mean ± std over seeds | steps/s | compile s |"""
-    per_seed = np.asarray(summary["final_eval_return"], np.float64)
     return (f"| {summary['env_id']} | {summary['num_seeds']} | {summary['env_steps']:,} "
-            f"| {np.nanmean(per_seed):.1f} ± {np.nanstd(per_seed):.1f} "
+            f"| {greedy_summary(summary)} "
             f"| {summary['steps_per_second']:,.0f} | {summary['compile_s']:.1f} |")
 
 
@@ -143,7 +175,7 @@ def run_study(cfg: TrainConfig, name: str, out_dir: str | None = None, *, consol
     from jaxrl_async import train
 
     if out_dir is None:
-        out_dir = os.path.join("runs", f"{name}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+        out_dir = default_run_dir(name)
     result = train(dataclasses.replace(cfg, run_dir=out_dir), console=console)
     env_steps, returns = curve_from_metrics(os.path.join(result.run_dir, "metrics.jsonl"))
     plot_learning_curve(env_steps, returns, os.path.join(result.run_dir, CURVE_FILE),
@@ -151,3 +183,38 @@ def run_study(cfg: TrainConfig, name: str, out_dir: str | None = None, *, consol
     print(TABLE_HEADER)
     print(table_row(result.summary))
     return result
+
+
+COMPARISON_FILE = "comparison.png"
+
+
+def run_comparison(runs: dict[str, TrainConfig], name: str, out_dir: str | None = None, *,
+                   x: str = "env_steps", console: bool = True) -> dict[str, TrainResult]:
+    """Train several configs one after another (each with its seeds vmapped) and plot them together.
+
+    Args:
+      runs: label -> config; each run goes to `<out_dir>/<label>` (labels must be
+        usable as directory names).
+      name: the study's name: the plot's title and the default directory name.
+      out_dir: the study's directory (created; its runs must not exist); default
+        runs/<name>-<timestamp>.
+      x: the curves' x axis, "env_steps" or "wall_s" (see `curve_from_metrics`).
+      console: print a progress line per host sync.
+
+    Returns:
+      label -> the run's `TrainResult`; `<out_dir>/comparison.png` holds the curves.
+    """
+    from jaxrl_async import train  # after the script's CPU settings (see run_study)
+
+    out_dir = default_run_dir(name) if out_dir is None else out_dir
+    os.makedirs(out_dir, exist_ok=True)
+    results, curves = {}, {}
+    for label, cfg in runs.items():
+        if console:
+            print(f"--- {name}: {label}", flush=True)
+        result = train(dataclasses.replace(cfg, run_dir=os.path.join(out_dir, label)), console=console)
+        results[label] = result
+        curves[label] = curve_from_metrics(os.path.join(result.run_dir, "metrics.jsonl"), x=x)
+    xlabel = "wall-clock seconds (compilation included)" if x == "wall_s" else "env steps (per seed)"
+    plot_curves(curves, os.path.join(out_dir, COMPARISON_FILE), name, xlabel=xlabel)
+    return results

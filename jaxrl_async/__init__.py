@@ -17,6 +17,7 @@ _PUBLIC = {
     "TrainConfig": "jaxrl_async.config",
     "TrainResult": "jaxrl_async.training",
     "train": "jaxrl_async.training",
+    "sweep_hparams": "jaxrl_async.algorithms",
     "make_env": "jaxrl_async.envs",
     "registered_env_ids": "jaxrl_async.envs",
     "configure_cpu_runtime": "jaxrl_async.runtime",

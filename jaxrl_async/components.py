@@ -6,6 +6,7 @@ for one seed (`over_seeds`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Callable, NamedTuple
 
@@ -74,6 +75,18 @@ def init_state(c: Components, key: jax.Array, hparams: Any = None) -> TrainState
     return TrainState(learner=c.algo.init(learner_key, hparams), rollout=c.rollout.init(rollout_key))
 
 
+def check_sweep(c: Components, hparams: Any) -> None:
+    """A clear error for sweep hyperparameters that do not fit the config."""
+    template = c.algo.init(jax.random.PRNGKey(0)).hparams
+    if jax.tree.structure(hparams) != jax.tree.structure(template):
+        raise ValueError(f"hparams must be a {type(template).__name__} like the learner's own "
+                         f"(see jaxrl_async.sweep_hparams), got {type(hparams).__name__}")
+    for name, leaf in zip((f.name for f in dataclasses.fields(template)), jax.tree.leaves(hparams)):
+        if jnp.shape(leaf) != (c.cfg.num_seeds,):
+            raise ValueError(f"hparams.{name} has shape {jnp.shape(leaf)}; a sweep gives every seed its own "
+                             f"value, so it must be [num_seeds] = ({c.cfg.num_seeds},)")
+
+
 def initial_states(c: Components, hparams: Any = None) -> TrainState:
     """Every seed's initial state, `[S, ...]`.
 
@@ -87,6 +100,7 @@ def initial_states(c: Components, hparams: Any = None) -> TrainState:
     keys = seed_keys(c.cfg.seed, c.cfg.num_seeds)
     if hparams is None:
         return jax.jit(lambda keys: jax.lax.map(init, keys))(keys)
+    check_sweep(c, hparams)
     return jax.jit(lambda keys, hparams: jax.lax.map(lambda args: init(*args), (keys, hparams)))(keys, hparams)
 
 

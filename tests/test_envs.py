@@ -61,7 +61,8 @@ def test_registered_env_ids_lists_usable_ids():
     assert "CartPole-v1" in ids and "Breakout-MinAtar" in ids
     assert set(PROBE_ENVS) <= set(ids)
     assert "MNISTBandit-bsuite" not in ids
-    assert len(ids) == len(gymnax.registered_envs) - 1 + len(PROBE_ENVS)
+    assert set(envs.PARTIALLY_OBSERVABLE_ENVS) <= set(ids)
+    assert len(ids) == len(gymnax.registered_envs) - 1 + len(PROBE_ENVS) + len(envs.PARTIALLY_OBSERVABLE_ENVS)
 
 
 @pytest.mark.parametrize(
@@ -269,6 +270,45 @@ def test_clip_action_clips_to_box():
 def test_clip_action_rejects_discrete_env():
     with pytest.raises(TypeError, match="Box"):
         ClipAction(envs.ActionRewardProbe())
+
+
+# ---------------------------------------------------------------- partially observable
+
+
+@pytest.mark.parametrize("env_id, full_id, keep", [("StatelessCartPole-v1", "CartPole-v1", [0, 2]),
+                                                   ("StatelessPendulum-v1", "Pendulum-v1", [0, 1])])
+def test_stateless_env_is_the_full_env_with_entries_hidden(env_id, full_id, keep):
+    env, params = make_env(env_id)
+    full, full_params = make_env(full_id)
+    assert env.observation_space(params).shape == (len(keep),)
+    np.testing.assert_array_equal(env.observation_space(params).low,
+                                  np.asarray(full.observation_space(full_params).low)[keep])
+    key = jax.random.PRNGKey(3)
+    obs, state = env.reset(key, params)
+    full_obs, full_state = full.reset(key, full_params)
+    step, full_step = jax.jit(env.step), jax.jit(full.step)
+    ends = 0
+    for t in range(300):  # CartPole under random actions ends an episode every ~20 steps
+        key, act_key, step_key = jax.random.split(key, 3)
+        action = full.action_space(full_params).sample(act_key)
+        obs, state, reward, terminated, truncated, info = step(step_key, state, action, params)
+        full_obs, full_state, full_reward, full_terminated, full_truncated, full_info = full_step(
+            step_key, full_state, action, full_params)
+        np.testing.assert_array_equal(obs, np.asarray(full_obs)[keep])
+        np.testing.assert_array_equal(info["final_observation"],
+                                      np.asarray(full_info["final_observation"])[keep])
+        assert (reward, terminated, truncated) == (full_reward, full_terminated, full_truncated)
+        ends += bool(terminated | truncated)
+    assert ends > 0  # the reset path and the final observation were exercised
+
+
+def test_observation_subset_rejects_bad_indices_and_images():
+    with pytest.raises(ValueError, match="distinct indices"):
+        envs.ObservationSubset(gymnax.make("CartPole-v1")[0], (0, 4))
+    with pytest.raises(ValueError, match="distinct indices"):
+        envs.ObservationSubset(gymnax.make("CartPole-v1")[0], (1, 1))
+    with pytest.raises(ValueError, match="flat observations"):
+        envs.ObservationSubset(gymnax.make("Breakout-MinAtar")[0], (0,))
 
 
 # ---------------------------------------------------------------- normalisation

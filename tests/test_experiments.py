@@ -17,11 +17,11 @@ ROOT = str(pathlib.Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from experiments.common import CURVE_FILE, bootstrap_ci, curve_from_metrics  # noqa: E402
+from experiments.common import COMPARISON_FILE, CURVE_FILE, bootstrap_ci, curve_from_metrics  # noqa: E402
 
 # script -> rollouts in the smoke run (one host sync each: one point of the curve); the
 # CNN on Breakout-MinAtar costs ~15 s a rollout on a CPU, so it gets one
-ROLLOUTS = {"ppo_cartpole": 2, "ppo_pendulum": 2, "ppo_breakout_minatar": 1}
+ROLLOUTS = {"ppo_cartpole": 2, "ppo_acrobot": 2, "ppo_pendulum": 2, "ppo_breakout_minatar": 1}
 
 
 @pytest.mark.parametrize("script", sorted(ROLLOUTS))
@@ -41,6 +41,62 @@ def test_script_smoke(script, tmp_path, capsys):
     assert returns.shape == (rollouts, 2)
     # the printed table row: env, seeds, env steps
     assert f"| {module.CONFIG.env} | 2 | {rollouts * batch:,} |" in capsys.readouterr().out
+
+
+def _summary(run_dir) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_learners_smoke(tmp_path, capsys):
+    from experiments import learners
+
+    batch = learners.learner_config("CartPole-v1", "ppo", 10_000, 1).batch_size
+    results = learners.main(["--envs", "CartPole-v1", "--algos", "a2c", "impala", "--num-seeds", "2",
+                             "--total-timesteps", str(2 * batch), "--run-dir", str(tmp_path)])
+    assert sorted(results) == [("CartPole-v1", "a2c"), ("CartPole-v1", "impala")]
+    assert _summary(tmp_path / "CartPole-v1-impala")["algo"] == "impala"
+    assert (tmp_path / "CartPole-v1.png").stat().st_size > 0
+    out = capsys.readouterr().out
+    assert f"| CartPole-v1 | a2c | {2 * batch:,} |" in out and f"| CartPole-v1 | impala | {2 * batch:,} |" in out
+
+
+def test_fused_vs_async_smoke(tmp_path, capsys):
+    from experiments import fused_vs_async
+
+    batch = fused_vs_async.CONFIG.batch_size
+    fused_vs_async.main(["--total-timesteps", str(2 * batch), "--num-seeds", "2", "--run-dir", str(tmp_path)])
+    assert (tmp_path / COMPARISON_FILE).stat().st_size > 0
+    out = capsys.readouterr().out
+    for label, mode in fused_vs_async.MODES.items():
+        assert _summary(tmp_path / label)["mode"] == mode["mode"]
+        wall_s, returns = curve_from_metrics(os.path.join(tmp_path, label, "metrics.jsonl"), x="wall_s")
+        assert wall_s.dtype == np.float64 and np.all(np.diff(wall_s) > 0) and returns.shape == (2, 2)
+        assert f"| {label} | " in out
+
+
+def test_recurrent_pomdp_smoke(tmp_path, capsys):
+    from experiments import recurrent_pomdp
+
+    batch = recurrent_pomdp.CONFIG.batch_size
+    results = recurrent_pomdp.main(["--total-timesteps", str(batch), "--num-seeds", "2",
+                                    "--run-dir", str(tmp_path)])
+    assert results["gru"].summary["env_id"] == "StatelessCartPole-v1"
+    assert json.loads((tmp_path / "gru" / "config.json").read_text())["network"]["core"] == "gru"
+    assert json.loads((tmp_path / "mlp" / "config.json").read_text())["network"]["core"] == "none"
+    assert (tmp_path / COMPARISON_FILE).stat().st_size > 0
+    assert "| StatelessCartPole-v1 | gru |" in capsys.readouterr().out
+
+
+def test_lr_sweep_smoke(tmp_path, capsys):
+    from experiments import lr_sweep
+
+    batch = lr_sweep.CONFIG.batch_size
+    result = lr_sweep.main(["--total-timesteps", str(batch), "--seeds-per-lr", "2",
+                            "--learning-rates", "1e-3", "3e-3", "--run-dir", str(tmp_path)])
+    assert result.summary["num_seeds"] == 4
+    assert (tmp_path / COMPARISON_FILE).stat().st_size > 0
+    out = capsys.readouterr().out
+    assert "| 0.001 | " in out and "| 0.003 | " in out
 
 
 def test_curve_from_metrics_reads_seeds_and_missing_episodes(tmp_path):

@@ -14,10 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jaxrl_async import run_dir as run_dir_lib
+from jaxrl_async.algorithms import sweep_hparams
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.training import build, check_finite, chunk_plan, init_state, over_seeds, run_iterations, train
 
 NUM_UPDATES = 30  # enough that 'auto' chunks by 2, not 1
+HIGH_LR = 4e-3  # a learning rate the sweep test runs beside the config's
 
 # The public contract of summary.json (more keys may follow; these must be there).
 SUMMARY_CONTRACT = {"env_id", "algo", "num_seeds", "env_steps", "final_eval_return",
@@ -50,11 +52,14 @@ def runs(base_config, tiny_config):
         "uneven": dict(iterations_per_call=7),
         "seed1": dict(seed=1),
         "two_seeds": dict(num_seeds=2),
+        "two_seeds_high_lr": dict(num_seeds=2, ppo=dataclasses.replace(base_config.ppo, learning_rate=HIGH_LR)),
+        "sweep": dict(num_seeds=2),  # seed 0 at the config's learning rate, seed 1 at HIGH_LR
     }
+    sweep, _ = sweep_hparams(base_config.ppo, 1, learning_rate=[base_config.ppo.learning_rate, HIGH_LR])
     results = {}
     for name, changes in variants.items():
         cfg = dataclasses.replace(base_config, run_dir=tiny_config().run_dir, **changes)
-        results[name] = train(cfg, console=False)
+        results[name] = train(cfg, console=False, hparams=sweep if name == "sweep" else None)
     return results
 
 
@@ -133,6 +138,44 @@ def test_seed_index_does_not_depend_on_num_seeds(runs):
     other = jax.tree.map(lambda x: np.asarray(x[1]), runs["two_seeds"].state.learner.params)
     assert not np.allclose(jax.tree.leaves(one)[-1], jax.tree.leaves(other)[-1], atol=1e-3)
     assert runs["two_seeds"].summary["final_eval_return"][0] == runs["base"].summary["final_eval_return"][0]
+
+
+def test_a_vmapped_sweep_trains_each_seed_at_its_own_learning_rate(runs):
+    """A sweep's seed i equals seed i of a plain run at that seed's learning rate, bit for bit
+    (the same vmapped program: the learning rate is an array in the state either way)."""
+    def seed(name, i):
+        return jax.tree.map(lambda x: np.asarray(x[i]), runs[name].state.learner.params)
+
+    chex.assert_trees_all_equal(seed("sweep", 0), seed("two_seeds", 0))
+    chex.assert_trees_all_equal(seed("sweep", 1), seed("two_seeds_high_lr", 1))
+    # and the learning rate did change seed 1's training
+    assert not np.allclose(jax.tree.leaves(seed("sweep", 1))[-1], jax.tree.leaves(seed("two_seeds", 1))[-1],
+                           atol=1e-4)
+    assert runs["sweep"].summary["params_digest"][1] == runs["two_seeds_high_lr"].summary["params_digest"][1]
+
+
+def test_sweep_hparams_lays_out_the_grid_point_by_point():
+    from jaxrl_async.config import PPOConfig
+
+    hparams, points = sweep_hparams(PPOConfig(vf_coef=0.25), 2, learning_rate=[1e-3, 1e-4], ent_coef=[0.0, 0.1])
+    assert points == [dict(learning_rate=1e-3, ent_coef=0.0), dict(learning_rate=1e-3, ent_coef=0.1),
+                      dict(learning_rate=1e-4, ent_coef=0.0), dict(learning_rate=1e-4, ent_coef=0.1)]
+    np.testing.assert_allclose(hparams.learning_rate, [1e-3] * 4 + [1e-4] * 4)
+    np.testing.assert_allclose(hparams.ent_coef, [0.0, 0.0, 0.1, 0.1] * 2)
+    np.testing.assert_allclose(hparams.vf_coef, [0.25] * 8)  # the fields not swept keep the config's value
+    with pytest.raises(ValueError, match=r"cannot sweep \['num_minibatches'\]"):
+        sweep_hparams(PPOConfig(), 2, num_minibatches=[2, 4])
+    with pytest.raises(ValueError, match="at least one value"):
+        sweep_hparams(PPOConfig(), 2, learning_rate=[])
+
+
+def test_sweep_of_the_wrong_size_is_a_clear_error(base_config):
+    hparams, _ = sweep_hparams(base_config.ppo, 3, learning_rate=[1e-3])
+    with pytest.raises(ValueError, match=r"hparams.learning_rate has shape \(3,\).*\(2,\)"):
+        train(dataclasses.replace(base_config, num_seeds=2, run_dir=None), console=False, hparams=hparams)
+    with pytest.raises(ValueError, match="hparams must be a LearnerHyperparams"):
+        train(dataclasses.replace(base_config, num_seeds=2, run_dir=None), console=False,
+              hparams={"learning_rate": np.ones(2)})
 
 
 def test_existing_run_dir_is_refused(runs, base_config):

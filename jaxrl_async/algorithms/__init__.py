@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jaxrl_async.algorithms.a2c import make_a2c
-from jaxrl_async.algorithms.common import LearnerHyperparams, make_learner
+from jaxrl_async.algorithms.common import LearnerHyperparams, make_learner, sweep_hparams
 from jaxrl_async.algorithms.impala import make_impala
 from jaxrl_async.algorithms.ppo import PPOHyperparams, make_ppo
 from jaxrl_async.algorithms.reinforce import make_reinforce
@@ -29,4 +29,4 @@ def make_algorithm(cfg: TrainConfig, policy: Policy) -> Algorithm:
 
 
 __all__ = ["ALGORITHMS", "LearnerHyperparams", "PPOHyperparams", "make_a2c", "make_algorithm", "make_impala",
-           "make_learner", "make_ppo", "make_reinforce"]
+           "make_learner", "make_ppo", "make_reinforce", "sweep_hparams"]

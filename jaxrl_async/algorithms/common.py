@@ -6,7 +6,9 @@ batch; `make_learner` turns the two into an `Algorithm(init, update)`.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import dataclasses
+import itertools
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +33,41 @@ class LearnerHyperparams:
     def from_config(cls, cfg) -> "LearnerHyperparams":
         return cls(*(jnp.asarray(getattr(cfg, f), jnp.float32)
                      for f in ("learning_rate", "ent_coef", "vf_coef", "clip_eps")))
+
+
+def sweep_hparams(cfg, seeds_per_point: int, **axes: Sequence[float]) -> tuple[LearnerHyperparams, list[dict]]:
+    """Hyperparameters for a sweep vmapped inside one jit: every grid point, `seeds_per_point` seeds each.
+
+        hparams, points = sweep_hparams(cfg.ppo, 4, learning_rate=[1e-4, 3e-4, 1e-3, 3e-3])
+        train(dataclasses.replace(cfg, num_seeds=len(points) * 4), hparams=hparams)
+
+    Seed index `i` trains grid point `points[i // seeds_per_point]`; every seed still
+    has its own key (`fold_in(seed, i)`), so each point's seeds are independent.
+
+    Args:
+      cfg: the learner config (`TrainConfig.ppo`); it gives every field not swept.
+      seeds_per_point: seeds trained at each grid point.
+      **axes: field name (`learning_rate`, `ent_coef`, `vf_coef`, `clip_eps`) ->
+        its values; several fields sweep their product (the first field varies slowest).
+
+    Returns:
+      hparams: `LearnerHyperparams` with leading axis `[num_points * seeds_per_point]`.
+      points: the grid points in order, one dict of field -> value each.
+    """
+    fields = [f.name for f in dataclasses.fields(LearnerHyperparams)]
+    unknown = sorted(set(axes) - set(fields))
+    if unknown:
+        raise ValueError(f"cannot sweep {unknown}: the vmappable hyperparameters are {fields}; "
+                         "the others change array shapes or the program (run them separately)")
+    if seeds_per_point < 1 or any(len(values) == 0 for values in axes.values()):
+        raise ValueError(f"a sweep needs seeds_per_point >= 1 (got {seeds_per_point}) and at least one "
+                         "value per swept field")
+    points = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
+    base = LearnerHyperparams.from_config(cfg)
+    columns = {name: jnp.asarray([point.get(name, getattr(base, name)) for point in points], jnp.float32)
+               for name in fields}
+    hparams = LearnerHyperparams(**{name: jnp.repeat(column, seeds_per_point) for name, column in columns.items()})
+    return hparams, points
 
 
 # loss(params, minibatch, hparams) -> (scalar loss, dict of scalar metrics)

@@ -1,4 +1,6 @@
-"""Environments: `make_env` over gymnax and probe ids; wrappers; obs normalisation."""
+"""Environments: `make_env` over gymnax, probe and partially observable ids; wrappers; obs normalisation."""
+
+from jaxrl_async.envs.partially_observable import PARTIALLY_OBSERVABLE_ENVS
 
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.envs.probes import (
@@ -27,10 +29,12 @@ from jaxrl_async.envs.wrappers import (
     ClipAction,
     EpisodeStatistics,
     EpisodeStatsState,
+    ObservationSubset,
     Wrapper,
 )
 
 __all__ = [
+    "PARTIALLY_OBSERVABLE_ENVS",
     "PROBE_ENVS",
     "ActionRewardProbe",
     "ClipAction",
@@ -40,6 +44,7 @@ __all__ = [
     "EpisodeStatsState",
     "ObsActionRewardProbe",
     "ObsRewardProbe",
+    "ObservationSubset",
     "ProbeEnv",
     "ProbeParams",
     "ProbeState",

@@ -1,4 +1,4 @@
-"""`make_env(env_id)`: gymnax ids, probe ids and user-registered ids, wrapped."""
+"""`make_env(env_id)`: gymnax ids, probe ids, partially observable ids and user-registered ids, wrapped."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import gymnax
 from gymnax.environments import spaces
 
+from jaxrl_async.envs.partially_observable import PARTIALLY_OBSERVABLE_ENVS
 from jaxrl_async.envs.probes import PROBE_ENVS
 from jaxrl_async.envs.wrappers import ClipAction, EpisodeStatistics
 
@@ -33,8 +34,8 @@ def _gymnax_ids() -> list[str]:
 
 
 def registered_env_ids() -> list[str]:
-    """Sorted ids `make_env` accepts: gymnax (minus refused), probes, user-registered."""
-    return sorted({*_gymnax_ids(), *PROBE_ENVS, *_USER_FACTORIES})
+    """Sorted ids `make_env` accepts: gymnax (minus refused), probes, partially observable, user-registered."""
+    return sorted({*_gymnax_ids(), *PROBE_ENVS, *PARTIALLY_OBSERVABLE_ENVS, *_USER_FACTORIES})
 
 
 def register_env(env_id: str, factory: EnvFactory) -> None:
@@ -66,6 +67,8 @@ def _construct(env_id: str, env_kwargs: dict[str, Any]) -> Any:
         return _USER_FACTORIES[env_id](**env_kwargs)
     if env_id in PROBE_ENVS:
         return PROBE_ENVS[env_id](**env_kwargs)
+    if env_id in PARTIALLY_OBSERVABLE_ENVS:
+        return PARTIALLY_OBSERVABLE_ENVS[env_id](**env_kwargs)
     if env_id in _gymnax_ids():
         env, _ = gymnax.make(env_id, **env_kwargs)
         return env

@@ -175,3 +175,45 @@ class ClipAction(Wrapper):
         # bounds may depend on params (traced under jit); jnp.clip handles both
         action = jnp.clip(action, space.low, space.high)
         return self._env.step(key, state, action, params)
+
+
+class ObservationSubset(Wrapper):
+    """Shows the agent only some entries of a flat observation: a partially observable task.
+
+    Hiding CartPole's velocities, say, leaves an env a feed-forward policy cannot solve
+    well but a recurrent one can (it infers velocity from successive positions). The
+    entries are removed from the observation `reset` and `step` return and from
+    `info["final_observation"]` alike, so truncation bootstrapping sees what the policy sees.
+    """
+
+    def __init__(self, env: Any, keep: tuple[int, ...]):
+        super().__init__(env)
+        shape = env.observation_space(env.default_params).shape
+        if len(shape) != 1:
+            raise ValueError(f"ObservationSubset needs flat observations; {env.name} has shape {shape}")
+        keep = tuple(int(i) for i in keep)
+        if not keep or len(set(keep)) != len(keep) or not all(0 <= i < shape[0] for i in keep):
+            raise ValueError(f"keep={keep} must be distinct indices into {env.name}'s {shape[0]} "
+                             "observation entries")
+        self.keep = keep
+        self._index = jnp.asarray(keep)
+
+    def _subset(self, obs: jax.Array) -> jax.Array:
+        return obs[..., self._index]
+
+    def observation_space(self, params: Any = None) -> Any:
+        space = super().observation_space(params)
+        low = jnp.broadcast_to(jnp.asarray(space.low), space.shape)
+        high = jnp.broadcast_to(jnp.asarray(space.high), space.shape)
+        return spaces.Box(self._subset(low), self._subset(high), (len(self.keep),), space.dtype)
+
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
+        obs, state = super().reset(key, params)
+        return self._subset(obs), state
+
+    def step(
+        self, key: jax.Array, state: Any, action: Any, params: Any = None
+    ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
+        info = {**info, "final_observation": self._subset(info["final_observation"])}
+        return self._subset(obs), state, reward, terminated, truncated, info
