@@ -162,7 +162,7 @@ def make_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) -> P
     is_image = len(obs_shape) == 3
     use_cnn = cfg.torso == "cnn" or (cfg.torso == "auto" and is_image)
     if use_cnn and not is_image:
-        raise ValueError(f"torso='cnn' needs image observations [H, W, C], got shape {obs_shape}: use --network.torso mlp")
+        raise ValueError(f"torso='cnn' needs image observations [H, W, C], got shape {obs_shape}: use --torso mlp")
     def prepare(obs):
         # the MLP sees observations of any rank as flat feature vectors
         if use_cnn or len(obs_shape) == 1:

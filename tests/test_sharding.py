@@ -24,6 +24,16 @@ def test_choose_layout(seeds, envs, devices, expected):
     assert choose_layout(seeds, envs, devices) == expected
 
 
+@pytest.mark.parametrize("seeds, envs, devices, expected", [
+    (8, 4, 2, ("seeds", 2)),
+    (6, 4, 4, ("seeds", 3)),
+    (1, 4, 2, ("single", 1)),    # one seed stays on one device: envs are split only on request
+    (1, 6, 4, ("single", 1)),
+])
+def test_devices_all_never_splits_envs(seeds, envs, devices, expected):
+    assert choose_layout(seeds, envs, devices, split_envs=False) == expected
+
+
 def test_asking_for_more_devices_than_exist_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match=r"devices=5 asks for more devices than the 1 available"):
         train(TrainConfig(devices=5, total_timesteps=512, run_dir=str(tmp_path / "r")), console=False)
