@@ -497,7 +497,7 @@ def test_bad_resume_exits_2_with_one_line(name, damaged_run, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--env", "CartPole-v9"], r"unknown env_id 'CartPole-v9'; did you mean 'CartPole-v1'\?"),
+    (["--env", "CartPole-v9"], r"unknown env_id 'CartPole-v9'; did you mean 'CartPole-v1'[,?]"),
     (["--hidden-sizes", "16", "--activation", "tanh", "--env", "Brekout-MinAtar"],
      r"unknown env_id 'Brekout-MinAtar'; did you mean 'Breakout-MinAtar'"),
 ], ids=["env-typo", "minatar-typo"])
@@ -579,14 +579,15 @@ def _rss_at_each_sync(updates: int, mode: str, run_dir) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["fused", "async"])
-def test_memory_stays_flat_over_a_long_run(mode, tmp_path):
-    # an evaluation, a checkpoint and a metrics line at each of 80 host syncs; everything is
-    # compiled by the 10th, so from there on the resident set must not climb with the syncs
-    rss = np.asarray(_rss_at_each_sync(400, mode, tmp_path / "run"))
+def test_memory_stays_flat_over_a_10x_longer_run(mode, tmp_path):
+    # an evaluation, a checkpoint and a metrics line at each of 80 host syncs (5 updates apart):
+    # the resident set after 400 updates against the same process's after 40 (everything is
+    # compiled at the first sync), so process start-up and allocator set-up cancel out
+    rss = _rss_at_each_sync(400, mode, tmp_path / "run")
     assert len(rss) == 80, len(rss)
     mib = 2 ** 20
-    early, late = np.median(rss[10:20]), np.median(rss[-10:])
-    print(f"\n{mode}: RSS {early / mib:.0f} MiB at syncs 10-20 -> {late / mib:.0f} MiB at syncs 70-80")
+    short, long = rss[7], rss[-1]
+    print(f"\n{mode}: RSS {short / mib:.0f} MiB after 40 updates -> {long / mib:.0f} MiB after 400")
     # a leak of what a sync makes (a retraced executable, a kept trajectory or metrics history)
-    # adds up over 60 syncs to far more than this
-    assert late <= early + max(30 * mib, 0.05 * early), (early / mib, late / mib)
+    # adds up over 72 syncs to far more than this
+    assert long <= short + max(30 * mib, 0.05 * short), (short / mib, long / mib)
