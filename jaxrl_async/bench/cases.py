@@ -20,6 +20,7 @@ from jaxrl_async.advantages import batched_gae, batched_vtrace
 from jaxrl_async.bench.measure import Timing, time_jitted
 from jaxrl_async.components import build, init_state
 from jaxrl_async.config import TrainConfig
+from jaxrl_async.run import chunk_plan
 
 ENV_COUNTS = (1, 16, 256, 4096)
 ROLLOUT_ENVS = ("CartPole-v1", "Breakout-MinAtar")
@@ -110,6 +111,58 @@ REFERENCE = dict(env="CartPole-v1", num_envs=4, num_steps=128, total_timesteps=5
 LARGE = dict(env="CartPole-v1", num_envs=256, num_steps=32, total_timesteps=2_000_000)
 
 
+def _timed_run(cfg: TrainConfig, tmp: str, **changes) -> tuple[dict, list[float]]:
+    """One benchmark run through train(): its summary and the steps/s of each host-sync window.
+
+    It trains half the config's budget, chunked exactly as the whole run would be (the same
+    iterations per host sync), so the steady-state steps/s are the full run's at half the
+    cost; evaluation and checkpoints only at the end, as in the peers' benchmark runs. The
+    windows after the first are the repeats of the measurement (the first may still warm caches).
+    """
+    from jaxrl_async.training import train
+
+    per_call = chunk_plan(cfg.num_updates, cfg.iterations_per_call)[0]
+    half = max(cfg.batch_size, (cfg.num_updates // 2) * cfg.batch_size)
+    cfg = dataclasses.replace(cfg, total_timesteps=half, iterations_per_call=per_call, eval_interval=0,
+                              checkpoint_interval=0, run_dir=os.path.join(tmp, str(len(os.listdir(tmp)))),
+                              **changes)
+    summary = train(cfg, console=False).summary
+    with open(os.path.join(cfg.run_dir, "metrics.jsonl"), encoding="utf-8") as f:
+        windows = [json.loads(line)["steps_per_second"] for line in f]
+    return summary, windows[1:] or windows
+
+
+def _train_rows(variants: dict[str, TrainConfig], rounds: int, fields: tuple[str, ...], **changes) -> dict:
+    """Train every variant `rounds` times, round-robin (drift in the machine's speed hits each
+    alike); a row per variant: steps/s median and min..max over the windows of its runs, the
+    runs' own steps/s, compile time, and the median of each summary field in `fields`."""
+    runs: dict[str, list] = {key: [] for key in variants}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(rounds):
+            for key, cfg in variants.items():
+                runs[key].append(_timed_run(cfg, tmp, **changes))
+    results = {}
+    for key, measured in runs.items():
+        summaries = [summary for summary, _ in measured]
+        windows = [rate for _, rates in measured for rate in rates]
+        row = {"steps_per_second": {"median": float(np.median(windows)), "min": min(windows), "max": max(windows)},
+               "run_steps_per_second": [s["steps_per_second"] for s in summaries],
+               "compile_s": float(np.median([s["compile_s"] for s in summaries])),
+               "repeats": len(windows)}
+        for field in fields:
+            if field in summaries[0]:
+                first = summaries[0][field]  # labels and counts are the same in every run
+                row[field] = first if isinstance(first, (str, int)) else float(np.median([s[field] for s in summaries]))
+        results[key] = row
+    return results
+
+
+def _rounds(quick: bool, repeats: int) -> int:
+    # each run already repeats its measurement once per host-sync window (about 10 here), so the
+    # default repeats (5) train each variant once; more repeats add whole rounds
+    return 1 if quick else max(1, repeats // 5)
+
+
 def _e2e_variants(quick: bool) -> dict[str, TrainConfig]:
     """The reference config (1 and 8 seeds, every mode) and a larger one; quick: a tiny budget."""
     configs = (("4x128", {**REFERENCE, "total_timesteps": 40 * 512}),) if quick else \
@@ -126,28 +179,8 @@ def _e2e_variants(quick: bool) -> dict[str, TrainConfig]:
 
 
 def end_to_end(quick: bool, repeats: int) -> dict:
-    from jaxrl_async.training import train
-
-    variants = _e2e_variants(quick)
-    runs: dict[str, list[dict]] = {key: [] for key in variants}
-    with tempfile.TemporaryDirectory() as tmp:
-        for rep in range(1 if quick else max(1, repeats // 2)):
-            for key, cfg in variants.items():
-                run_dir = os.path.join(tmp, f"{len(os.listdir(tmp))}")
-                # evaluation and checkpoints only at the end, as in the peers' benchmark runs
-                cfg = dataclasses.replace(cfg, run_dir=run_dir, eval_interval=0, checkpoint_interval=0)
-                runs[key].append(train(cfg, console=False).summary)
-    results = {}
-    for key, summaries in runs.items():
-        sps = [s["steps_per_second"] for s in summaries]
-        row = {"steps_per_second": {"median": float(np.median(sps)), "min": min(sps), "max": max(sps)},
-               "compile_s": float(np.median([s["compile_s"] for s in summaries])),
-               "final_eval_return_mean": float(np.median([s["final_eval_return_mean"] for s in summaries])),
-               "repeats": len(summaries)}
-        for field in ("overlap_efficiency", "learner_wait_fraction", "policy_lag_mean"):
-            if field in summaries[0]:
-                row[field] = float(np.median([s[field] for s in summaries]))
-        results[key] = row
+    results = _train_rows(_e2e_variants(quick), _rounds(quick, repeats),
+                          ("final_eval_return_mean", "overlap_efficiency", "learner_wait_fraction", "policy_lag_mean"))
     for key, row in results.items():
         if "/async-" in key:
             fused = results[key.split("/async-")[0] + "/fused/seeds=1"]
@@ -157,27 +190,15 @@ def end_to_end(quick: bool, repeats: int) -> dict:
 
 def devices(quick: bool, repeats: int) -> dict:
     """Aggregate steps/s of 1, 2, 4, 8 seeds: vmapped on one device vs sharded over every device."""
-    from jaxrl_async.training import train
-
     seed_counts = (1, 2) if quick else (1, 2, 4, 8)
     budget = 40 * 512 if quick else REFERENCE["total_timesteps"]
+    # one seed under 'all' runs on one device by design (sharding.py): that row would repeat one-device's
     variants = {f"devices/4x128/seeds={s}/{label}": TrainConfig(**{**REFERENCE, "total_timesteps": budget},
                                                                 num_seeds=s, devices=d)
-                for s in seed_counts for label, d in (("one-device", 1), ("all-devices", "all"))}
-    runs: dict[str, list[dict]] = {key: [] for key in variants}
-    with tempfile.TemporaryDirectory() as tmp:
-        for rep in range(1 if quick else max(1, repeats // 2)):
-            for key, cfg in variants.items():  # round-robin: drift hits every variant alike
-                cfg = dataclasses.replace(cfg, run_dir=os.path.join(tmp, str(len(os.listdir(tmp)))),
-                                          eval_interval=0, checkpoint_interval=0)
-                runs[key].append(train(cfg, console=False).summary)
-    results = {}
-    for key, summaries in runs.items():
-        sps = [s["steps_per_second"] for s in summaries]
-        results[key] = {"steps_per_second": {"median": float(np.median(sps)), "min": min(sps), "max": max(sps)},
-                        "compile_s": float(np.median([s["compile_s"] for s in summaries])),
-                        "devices": summaries[0]["devices"], "sharding": summaries[0]["sharding"],
-                        "repeats": len(summaries)}
+                for s in seed_counts for label, d in (("one-device", 1), ("all-devices", "all"))
+                if not (s == 1 and d == "all")}
+    # eval_episodes=1: the return is not reported here
+    results = _train_rows(variants, _rounds(quick, repeats), ("devices", "sharding"), eval_episodes=1)
     for key, row in results.items():
         if key.endswith("all-devices"):
             one = results[key.replace("all-devices", "one-device")]

@@ -32,7 +32,7 @@ class BenchConfig:
     quick: bool = False
     """Tiny sizes and budgets: a smoke run of every code path."""
     repeats: int = 5
-    """Timed calls per measurement (after one warm-up call); end-to-end runs repeats//2 rounds."""
+    """Timed calls per measurement (after one warm-up call); the training cases run repeats//5 rounds (each run repeats itself once per host-sync window)."""
     out: str | None = None
     """JSON file for the results; default bench-results/bench-<timestamp>.json."""
     compare: str | None = None
