@@ -77,7 +77,7 @@ def init_state(c: Components, key: jax.Array, hparams: Any = None) -> TrainState
 
 def check_sweep(c: Components, hparams: Any) -> None:
     """A clear error for sweep hyperparameters that do not fit the config."""
-    template = c.algo.init(jax.random.PRNGKey(0)).hparams
+    template = jax.eval_shape(c.algo.init, jax.random.PRNGKey(0)).hparams
     if jax.tree.structure(hparams) != jax.tree.structure(template):
         raise ValueError(f"hparams must be a {type(template).__name__} like the learner's own "
                          f"(see jaxrl_async.sweep_hparams), got {type(hparams).__name__}")

@@ -1,8 +1,7 @@
 """Environments: `make_env` over gymnax, probe and partially observable ids; wrappers; obs normalisation."""
 
-from jaxrl_async.envs.partially_observable import PARTIALLY_OBSERVABLE_ENVS
-
 from jaxrl_async.envs.normalize import RunningMeanStd
+from jaxrl_async.envs.partially_observable import PARTIALLY_OBSERVABLE_ENVS
 from jaxrl_async.envs.probes import (
     PROBE_ENVS,
     ActionRewardProbe,

@@ -16,6 +16,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 from gymnax.environments import spaces
 
@@ -196,7 +197,7 @@ class ObservationSubset(Wrapper):
             raise ValueError(f"keep={keep} must be distinct indices into {env.name}'s {shape[0]} "
                              "observation entries")
         self.keep = keep
-        self._index = jnp.asarray(keep)
+        self._index = np.asarray(keep)  # a host constant: indexing with it traces to one gather
 
     def _subset(self, obs: jax.Array) -> jax.Array:
         return obs[..., self._index]
