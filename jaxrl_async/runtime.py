@@ -16,6 +16,7 @@ Library users who start JAX themselves can call `configure_cpu_runtime()` first.
 from __future__ import annotations
 
 import os
+import warnings
 
 import jax
 
@@ -29,7 +30,12 @@ def configure_cpu_runtime(expose_cores: bool = True) -> None:
         os.environ["XLA_FLAGS"] = f"{flags} {SINGLE_THREADED_EIGEN}".strip()
     jax.config.update("jax_cpu_enable_async_dispatch", False)
     if expose_cores:
+        cores = os.cpu_count() or 1
         try:
-            jax.config.update("jax_num_cpu_devices", os.cpu_count() or 1)
-        except RuntimeError:
-            pass  # backends already started: keep the devices they have
+            jax.config.update("jax_num_cpu_devices", cores)
+        except RuntimeError:  # the backends have started: their device count is fixed for this process
+            devices = len(jax.devices("cpu"))
+            if devices != cores:
+                warnings.warn(f"configure_cpu_runtime: JAX had already started with {devices} CPU device(s), "
+                              f"so seeds cannot be spread over all {cores} cores in this process; call it "
+                              "before anything uses JAX", RuntimeWarning, stacklevel=2)

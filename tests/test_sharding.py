@@ -84,3 +84,15 @@ def test_resume_with_a_sharded_state_is_exact(two_device_results):
 
 def test_too_many_devices_in_the_two_device_process(two_device_results):
     assert "devices=3 asks for more devices than the 2 available" in two_device_results["too_many_devices_error"]
+
+
+def test_exposing_cores_after_jax_started_warns_instead_of_failing(monkeypatch):
+    import jax
+
+    from jaxrl_async import runtime
+
+    devices = len(jax.devices("cpu"))  # the backends are running (conftest, then this call)
+    monkeypatch.setattr(runtime.os, "cpu_count", lambda: devices + 1)
+    with pytest.warns(RuntimeWarning, match=rf"already started with {devices} CPU device\(s\).*all {devices + 1} cores"):
+        runtime.configure_cpu_runtime()
+    assert len(jax.devices("cpu")) == devices

@@ -97,8 +97,9 @@ class ProbeEnv(environment.Environment[ProbeState, ProbeParams]):
         return jnp.zeros((1,), jnp.float32)
 
     def reward(self, state: ProbeState, action: Any, params: ProbeParams) -> jax.Array:
-        """Reward for taking `action` in `state` (the pre-step state)."""
-        raise NotImplementedError
+        """Reward for taking `action` in `state` (the pre-step state); each probe defines its own."""
+        raise NotImplementedError(f"{type(self).__name__} must define reward(state, action, params): "
+                                  "ProbeEnv is the base of the probes, not a probe itself")
 
     def is_terminated(self, state: ProbeState, params: ProbeParams) -> jax.Array:
         """Natural termination of the post-step `state`; one step by default."""
@@ -225,9 +226,9 @@ MEMORY_DELAY = 3
 
 
 class MemoryProbe(ProbeEnv):
-    """A cue of +1 or -1 shown once, then `MEMORY_DELAY` blank steps, then a query.
+    """A cue of +1 or -1 shown at the first step, a query `MEMORY_DELAY` steps later.
 
-    Obs [cue, 0] at the first step, [0, 0] while waiting, [0, 1] at the query. The
+    Obs [cue, 0] at the first step, [0, 0] in between, [0, 1] at the query. The
     action at the query earns +1 if it names the cue (1 for +1, 0 for -1), else 0;
     other actions earn nothing; the episode ends after the query. The query's
     observation carries no trace of the cue, so a memoryless policy can only guess
