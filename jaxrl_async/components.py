@@ -96,12 +96,11 @@ def initial_states(c: Components, hparams: Any = None) -> TrainState:
     here: a hang in `lapack_sgeqrf` waiting on its own pool). Initialisation is
     cheap; the training itself is still vmapped.
     """
-    init = functools.partial(init_state, c)
-    keys = seed_keys(c.cfg.seed, c.cfg.num_seeds)
-    if hparams is None:
-        return jax.jit(lambda keys: jax.lax.map(init, keys))(keys)
-    check_sweep(c, hparams)
-    return jax.jit(lambda keys, hparams: jax.lax.map(lambda args: init(*args), (keys, hparams)))(keys, hparams)
+    if hparams is not None:
+        check_sweep(c, hparams)
+    # hparams=None is an empty pytree: every seed then takes the config's values
+    init = jax.jit(lambda keys, hparams: jax.lax.map(lambda args: init_state(c, *args), (keys, hparams)))
+    return init(seed_keys(c.cfg.seed, c.cfg.num_seeds), hparams)
 
 
 def iteration(c: Components, state: TrainState) -> tuple[TrainState, dict]:
