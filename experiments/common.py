@@ -150,15 +150,21 @@ def greedy_summary(summary: dict) -> str:
     return f"{np.nanmean(per_seed):.1f} ± {np.nanstd(per_seed):.1f}"
 
 
-def table_row(summary: dict) -> str:
-    """| env | seeds | env steps | final greedy return mean ± std over seeds | steps/s | compile s |"""
-    return (f"| {summary['env_id']} | {summary['num_seeds']} | {summary['env_steps']:,} "
-            f"| {greedy_summary(summary)} "
-            f"| {summary['steps_per_second']:,.0f} | {summary['compile_s']:.1f} |")
+def print_table(columns: list[str], rows: list[list[str]]) -> None:
+    """Print a markdown table (the form the experiments README uses)."""
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
 
 
-TABLE_HEADER = ("| env | seeds | env steps | final greedy return (mean ± std over seeds) "
-                "| steps/s (all seeds) | compile s |\n|---|---|---|---|---|---|")
+STUDY_COLUMNS = ["env", "seeds", "env steps", "final greedy return (mean ± std over seeds)", "steps/s (all seeds)",
+                 "compile s"]
+
+
+def study_row(summary: dict) -> list[str]:
+    return [summary["env_id"], str(summary["num_seeds"]), f"{summary['env_steps']:,}", greedy_summary(summary),
+            f"{summary['steps_per_second']:,.0f}", f"{summary['compile_s']:.1f}"]
 
 
 def run_study(cfg: TrainConfig, name: str, out_dir: str | None = None, *, console: bool = True) -> TrainResult:
@@ -180,9 +186,25 @@ def run_study(cfg: TrainConfig, name: str, out_dir: str | None = None, *, consol
     env_steps, returns = curve_from_metrics(os.path.join(result.run_dir, "metrics.jsonl"))
     plot_learning_curve(env_steps, returns, os.path.join(result.run_dir, CURVE_FILE),
                         title=f"{name}: {cfg.env}")
-    print(TABLE_HEADER)
-    print(table_row(result.summary))
+    print_table(STUDY_COLUMNS, [study_row(result.summary)])
     return result
+
+
+def study_main(config: TrainConfig, name: str, argv: list[str] | None, defaults: StudyArgs,
+               description: str) -> TrainResult:
+    """A single-config script's `main`: its budget flags, then `run_study`."""
+    args = parse_args(argv, defaults, description)
+    cfg = dataclasses.replace(config, total_timesteps=args.total_timesteps, num_seeds=args.num_seeds)
+    return run_study(cfg, name, args.run_dir)
+
+
+def run_script(main) -> None:
+    """Run a script's `main` with the commands' CPU settings (jaxrl_async/runtime.py), applied before
+    JAX starts; one device, since the seeds are vmapped."""
+    from jaxrl_async import configure_cpu_runtime
+
+    configure_cpu_runtime(expose_cores=False)
+    main()
 
 
 COMPARISON_FILE = "comparison.png"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from experiments.common import StudyArgs, greedy_summary, parse_args, run_comparison
+from experiments.common import StudyArgs, greedy_summary, parse_args, print_table, run_comparison, run_script
 from jaxrl_async import TrainConfig
 
 if TYPE_CHECKING:
@@ -26,8 +26,7 @@ CONFIG = TrainConfig(env="CartPole-v1")
 MODES = {"fused": dict(mode="fused"), "async-lag0": dict(mode="async", lag="0"),
          "async-lag1": dict(mode="async", lag="1"), "async-latest": dict(mode="async", lag="latest")}
 
-TABLE_HEADER = ("| mode | final greedy return (mean ± std over seeds) | steps/s (all seeds) | compile s "
-                "| wall s |\n|---|---|---|---|---|")
+COLUMNS = ["mode", "final greedy return (mean ± std over seeds)", "steps/s (all seeds)", "compile s", "wall s"]
 
 
 def main(argv: list[str] | None = None) -> dict[str, TrainResult]:
@@ -36,16 +35,11 @@ def main(argv: list[str] | None = None) -> dict[str, TrainResult]:
                                        **mode)
             for label, mode in MODES.items()}
     results = run_comparison(runs, "fused_vs_async", args.run_dir, x="wall_s")
-    print(TABLE_HEADER)
-    for label, result in results.items():
-        s = result.summary
-        print(f"| {label} | {greedy_summary(s)} | {s['steps_per_second']:,.0f} | {s['compile_s']:.1f} "
-              f"| {s['wall_s']:.1f} |")
+    summaries = {label: result.summary for label, result in results.items()}
+    print_table(COLUMNS, [[label, greedy_summary(s), f"{s['steps_per_second']:,.0f}", f"{s['compile_s']:.1f}",
+                           f"{s['wall_s']:.1f}"] for label, s in summaries.items()])
     return results
 
 
 if __name__ == "__main__":
-    from jaxrl_async import configure_cpu_runtime
-
-    configure_cpu_runtime(expose_cores=False)  # one device: the seeds are vmapped
-    main()
+    run_script(main)

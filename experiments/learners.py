@@ -17,7 +17,7 @@ import os
 
 import tyro
 
-from experiments.common import curve_from_metrics, default_run_dir, greedy_summary, plot_curves
+from experiments.common import curve_from_metrics, default_run_dir, greedy_summary, plot_curves, print_table, run_script
 from jaxrl_async import PPOConfig, TrainConfig
 
 ALGOS = ("ppo", "a2c", "reinforce", "impala")
@@ -45,8 +45,8 @@ class Args:
     """The study's directory; default runs/learners-<timestamp>."""
 
 
-TABLE_HEADER = ("| env | learner | env steps (per seed) | final greedy return (mean ± std over seeds) "
-                "| per seed | steps/s (all seeds) | compile s |\n|---|---|---|---|---|---|---|")
+COLUMNS = ["env", "learner", "env steps (per seed)", "final greedy return (mean ± std over seeds)", "per seed",
+           "steps/s (all seeds)", "compile s"]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -65,17 +65,13 @@ def main(argv: list[str] | None = None) -> dict:
             results[env, algo] = result
             curves[algo] = curve_from_metrics(os.path.join(result.run_dir, "metrics.jsonl"))
             s = result.summary
-            per_seed = ", ".join(f"{r:.1f}" for r in s["final_eval_return"])
-            rows.append(f"| {env} | {algo} | {s['env_steps']:,} | {greedy_summary(s)} | {per_seed} "
-                        f"| {s['steps_per_second']:,.0f} | {s['compile_s']:.1f} |")
+            rows.append([env, algo, f"{s['env_steps']:,}", greedy_summary(s),
+                         ", ".join(f"{r:.1f}" for r in s["final_eval_return"]), f"{s['steps_per_second']:,.0f}",
+                         f"{s['compile_s']:.1f}"])
         plot_curves(curves, os.path.join(out_dir, f"{env}.png"), f"learners: {env}")
-    print(TABLE_HEADER)
-    print("\n".join(rows))
+    print_table(COLUMNS, rows)
     return results
 
 
 if __name__ == "__main__":
-    from jaxrl_async import configure_cpu_runtime
-
-    configure_cpu_runtime(expose_cores=False)  # one device: the seeds are vmapped
-    main()
+    run_script(main)

@@ -18,7 +18,7 @@ import os
 import numpy as np
 import tyro
 
-from experiments.common import COMPARISON_FILE, curve_from_metrics, default_run_dir, plot_curves
+from experiments.common import COMPARISON_FILE, curve_from_metrics, default_run_dir, plot_curves, print_table, run_script
 from jaxrl_async import TrainConfig
 
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3)
@@ -37,7 +37,7 @@ class Args:
     """Run directory; default runs/lr_sweep-<timestamp>."""
 
 
-TABLE_HEADER = ("| learning rate | final greedy return (mean ± std over seeds) | per seed |\n|---|---|---|")
+COLUMNS = ["learning rate", "final greedy return (mean ± std over seeds)", "per seed"]
 
 
 def main(argv: list[str] | None = None):
@@ -56,20 +56,16 @@ def main(argv: list[str] | None = None):
     for i, point in enumerate(points):
         lr, seeds = point["learning_rate"], slice(i * k, (i + 1) * k)
         curves[f"lr {lr:g}"] = (env_steps, returns[:, seeds])
-        rows.append(f"| {lr:g} | {final[seeds].mean():.1f} ± {final[seeds].std():.1f} "
-                    f"| {', '.join(f'{r:.1f}' for r in final[seeds])} |")
+        rows.append([f"{lr:g}", f"{final[seeds].mean():.1f} ± {final[seeds].std():.1f}",
+                     ", ".join(f"{r:.1f}" for r in final[seeds])])
     plot_curves(curves, os.path.join(result.run_dir, COMPARISON_FILE),
                 f"PPO on {cfg.env}: {len(points)} learning rates x {k} seeds, one jit")
     s = result.summary
     print(f"{s['num_seeds']} runs in one jit: {s['steps_per_second']:,.0f} steps/s (all together), "
           f"compile {s['compile_s']:.1f} s, wall {s['wall_s']:.1f} s")
-    print(TABLE_HEADER)
-    print("\n".join(rows))
+    print_table(COLUMNS, rows)
     return result
 
 
 if __name__ == "__main__":
-    from jaxrl_async import configure_cpu_runtime
-
-    configure_cpu_runtime(expose_cores=False)  # one device: the 16 runs are vmapped
-    main()
+    run_script(main)

@@ -5,10 +5,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
-from experiments.common import StudyArgs, parse_args, run_study
+from experiments.common import StudyArgs, run_script, study_main
 from jaxrl_async import TrainConfig
 
 if TYPE_CHECKING:
@@ -18,14 +17,8 @@ CONFIG = TrainConfig(env="CartPole-v1")  # the package defaults are tuned for Ca
 
 
 def main(argv: list[str] | None = None) -> TrainResult:
-    args = parse_args(argv, StudyArgs(total_timesteps=500_000, num_seeds=5), __doc__)
-    cfg = dataclasses.replace(CONFIG, total_timesteps=args.total_timesteps, num_seeds=args.num_seeds)
-    return run_study(cfg, "ppo_cartpole", args.run_dir)
+    return study_main(CONFIG, "ppo_cartpole", argv, StudyArgs(total_timesteps=500_000, num_seeds=5), __doc__)
 
 
 if __name__ == "__main__":
-    from jaxrl_async import configure_cpu_runtime
-
-    # the commands' CPU settings, before JAX starts (jaxrl_async/runtime.py); one device: the seeds are vmapped
-    configure_cpu_runtime(expose_cores=False)
-    main()
+    run_script(main)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from experiments.common import StudyArgs, greedy_summary, parse_args, run_comparison
+from experiments.common import StudyArgs, greedy_summary, parse_args, print_table, run_comparison, run_script
 from jaxrl_async import NetworkConfig, PPOConfig, TrainConfig
 
 if TYPE_CHECKING:
@@ -25,8 +25,8 @@ CONFIG = TrainConfig(env="StatelessCartPole-v1", num_envs=16, num_steps=64,
                      ppo=PPOConfig(update_epochs=4, num_minibatches=4, learning_rate=1e-3))
 FEED_FORWARD = NetworkConfig(hidden_sizes=(64, 64), core="none")
 
-TABLE_HEADER = ("| env | policy | env steps (per seed) | final greedy return (mean ± std over seeds) "
-                "| steps/s (all seeds) |\n|---|---|---|---|---|")
+COLUMNS = ["env", "policy", "env steps (per seed)", "final greedy return (mean ± std over seeds)",
+           "steps/s (all seeds)"]
 
 
 def main(argv: list[str] | None = None) -> dict[str, TrainResult]:
@@ -34,16 +34,11 @@ def main(argv: list[str] | None = None) -> dict[str, TrainResult]:
     cfg = dataclasses.replace(CONFIG, total_timesteps=args.total_timesteps, num_seeds=args.num_seeds)
     runs = {"gru": cfg, "mlp": dataclasses.replace(cfg, network=FEED_FORWARD)}
     results = run_comparison(runs, "recurrent_pomdp", args.run_dir)
-    print(TABLE_HEADER)
-    for label, result in results.items():
-        s = result.summary
-        print(f"| {s['env_id']} | {label} | {s['env_steps']:,} | {greedy_summary(s)} "
-              f"| {s['steps_per_second']:,.0f} |")
+    summaries = {label: result.summary for label, result in results.items()}
+    print_table(COLUMNS, [[s["env_id"], label, f"{s['env_steps']:,}", greedy_summary(s), f"{s['steps_per_second']:,.0f}"]
+                          for label, s in summaries.items()])
     return results
 
 
 if __name__ == "__main__":
-    from jaxrl_async import configure_cpu_runtime
-
-    configure_cpu_runtime(expose_cores=False)  # one device: the seeds are vmapped
-    main()
+    run_script(main)

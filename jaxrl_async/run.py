@@ -13,7 +13,6 @@ import os
 import signal
 import threading
 import time
-from typing import Any
 
 import jax
 import numpy as np

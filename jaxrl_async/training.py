@@ -12,7 +12,6 @@ evaluates and checkpoints as the schedule says (`run.py`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import time
 from typing import Any
