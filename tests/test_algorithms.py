@@ -30,6 +30,7 @@ from jaxrl_async.networks import make_policy
 from jaxrl_async.rollout import make_rollout
 from jaxrl_async.training import build, train
 from jaxrl_async.types import Trajectory
+from probe_learning import learn_probe, probabilities, values  # tests/probe_learning.py
 
 ALGOS = ("a2c", "reinforce", "impala")
 MAKERS = {"a2c": make_a2c, "reinforce": make_reinforce, "impala": make_impala}
@@ -387,23 +388,8 @@ POLICY_LEARNERS = LEARNERS + [("reinforce", False)]
 
 
 def learn(tiny_config, algo, baseline, env_id, gamma=0.99):
-    """About 3.8k steps with a 16-unit net; returns (policy, params of seed 0, summary)."""
-    cfg = tiny_config(env=env_id, algo=algo, num_envs=8, num_steps=8, total_timesteps=64 * 60,
-                      iterations_per_call="all", eval_episodes=8,
-                      ppo=dict(update_epochs=4, num_minibatches=2, learning_rate=1e-2, gamma=gamma,
-                               reinforce_baseline=baseline, gae_lambda=1.0 if algo == "impala" else 0.95))
-    result = train(cfg, console=False)
-    params = jax.tree.map(lambda x: x[0], result.state.learner.params)
-    return build(cfg).policy, params, result.summary
-
-
-def values(policy, params, observations):
-    return np.asarray(policy.value(params, jnp.asarray(observations, jnp.float32)[:, None]))
-
-
-def probabilities(policy, params, observations):
-    dist, _ = policy.apply(params, jnp.asarray(observations, jnp.float32)[:, None])
-    return np.asarray(jax.nn.softmax(dist.logits))
+    return learn_probe(tiny_config, env_id, gamma=gamma, algo=algo, reinforce_baseline=baseline,
+                       gae_lambda=1.0 if algo == "impala" else 0.95)
 
 
 @pytest.mark.parametrize("algo,baseline", LEARNERS)

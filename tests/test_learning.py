@@ -6,34 +6,15 @@ tight enough that the wrong rule fails: e.g. treating the time limit as terminal
 gives V = 1 on the last step of Probe-Truncation, not 1 / (1 - gamma) = 2.
 """
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.training import build, train
+from jaxrl_async.training import train
+from probe_learning import learn_probe as learn  # tests/probe_learning.py
+from probe_learning import probabilities, values
 
 TOLERANCE = 0.1
-
-
-def learn(tiny_config, env_id, gamma=0.99):
-    """About 3.8k steps of PPO with a 16-unit net; returns (policy, params, summary)."""
-    cfg = tiny_config(env=env_id, num_envs=8, num_steps=8, total_timesteps=64 * 60,
-                      iterations_per_call="all", eval_episodes=8,
-                      ppo=dict(update_epochs=4, num_minibatches=2, learning_rate=1e-2, gamma=gamma))
-    result = train(cfg, console=False)
-    params = jax.tree.map(lambda x: x[0], result.state.learner.params)
-    return build(cfg).policy, params, result.summary
-
-
-def values(policy, params, observations):
-    return np.asarray(policy.value(params, jnp.asarray(observations, jnp.float32)[:, None]))
-
-
-def probabilities(policy, params, observations):
-    dist, _ = policy.apply(params, jnp.asarray(observations, jnp.float32)[:, None])
-    return np.asarray(jax.nn.softmax(dist.logits))
 
 
 def test_constant_reward_value_is_one(tiny_config):
