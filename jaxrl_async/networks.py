@@ -192,8 +192,8 @@ def make_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) -> P
     def unroll(params, obs, carry, reset):
         return apply(params, obs)
 
-    return Policy(init, apply, value, obs_shape, discrete, action_shape, False, lambda batch_shape: (),
-                  step, value_step, unroll)
+    return Policy(init, apply, value, obs_shape, discrete, action_shape, step=step, value_step=value_step,
+                  unroll=unroll)
 
 
 def _recurrent_policy(cfg: NetworkConfig, obs_shape, prepare, use_cnn, discrete, action_dim, action_shape) -> Policy:
@@ -225,6 +225,6 @@ def _recurrent_policy(cfg: NetworkConfig, obs_shape, prepare, use_cnn, discrete,
     def memoryless(*_):
         raise ValueError("a recurrent policy has no memoryless apply/value: use step / unroll with a carry")
 
-    policy = Policy(init, memoryless, memoryless, obs_shape, discrete, action_shape, True, initial_carry,
-                    step, value_step, unroll)
-    return policy
+    policy = Policy(init, memoryless, memoryless, obs_shape, discrete, action_shape, recurrent=True,
+                    initial_carry=initial_carry, step=step, value_step=value_step, unroll=unroll)
+    return policy  # `unroll` resets the carry through it
