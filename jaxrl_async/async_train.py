@@ -19,7 +19,7 @@ import numpy as np
 from flax import serialization
 
 from jaxrl_async import metrics as metrics_lib
-from jaxrl_async.components import all_finite, over_seeds
+from jaxrl_async.components import all_finite, over_seeds, warm_up
 from jaxrl_async.pipeline import ParamStore, RolloutWorker
 from jaxrl_async.run import Run, check_finite
 from jaxrl_async.types import TrainState
@@ -30,7 +30,7 @@ TIMING_FIELDS = ("policy_lag", "learner_wait_s", "actor_wait_s", "rollout_s", "u
 
 def compile_pipeline(run: Run, state: TrainState):
     """AOT-compile the actor's collect and the learner's update for this state's shapes and
-    placement (both keep their state's shardings from call to call)."""
+    placement (both keep their state's shardings from call to call), and warm both up."""
     c, num_seeds = run.c, run.cfg.num_seeds
     shardings = run.placement.shardings(state)
 
@@ -53,7 +53,10 @@ def compile_pipeline(run: Run, state: TrainState):
     trajectory = jax.tree.map(lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh),
                               trajectory, trajectory_shardings)
     # nothing is donated: the learner's params are published, and no output could reuse the trajectory
-    return collect, jax.jit(learn_fn).lower(state.learner, trajectory).compile()
+    learn = jax.jit(learn_fn).lower(state.learner, trajectory).compile()
+    warm_up(collect, state.learner.params, state.rollout)
+    warm_up(learn, state.learner, collect(state.learner.params, state.rollout)[1])
+    return collect, learn
 
 
 def _param_store(state: TrainState, start: int, saved: dict | None) -> ParamStore:

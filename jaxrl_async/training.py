@@ -24,7 +24,7 @@ from jaxrl_async import checkpoint as ckpt
 from jaxrl_async import metrics as metrics_lib
 from jaxrl_async import run_dir as run_dir_lib
 from jaxrl_async.components import (Components, build, init_state, initial_states, iteration, over_seeds,
-                                    run_iterations, seed_keys)
+                                    run_iterations, seed_keys, warm_up)
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.evaluate import EvalResult
 from jaxrl_async.run import Run, TrainingDiverged, check_finite, chunk_plan, sync_points
@@ -45,14 +45,17 @@ class TrainResult:
 
 
 def compile_fused(c: Components, state: TrainState, shardings: Any):
-    """AOT-compile `state, n -> (state, metric sums, diagnostics)` for any iteration count n;
-    the state keeps its placement (`shardings`) from call to call."""
+    """AOT-compile `state, n -> (state, metric sums, diagnostics)` for any iteration count n
+    and warm it up with one iteration on a copy of the state; the state keeps its
+    placement (`shardings`) from call to call."""
     def run_chunk(state, num_iterations):
         state, sums, diagnostics = over_seeds(lambda s: run_iterations(c, s, num_iterations),
                                               c.cfg.num_seeds)(state)
         return jax.lax.with_sharding_constraint(state, shardings), sums, diagnostics
 
-    return jax.jit(run_chunk, donate_argnums=0).lower(state, jnp.int32(1)).compile()
+    compiled = jax.jit(run_chunk, donate_argnums=0).lower(state, jnp.int32(1)).compile()
+    warm_up(compiled, state, jnp.int32(1))
+    return compiled
 
 
 def train_fused(run: Run, state: TrainState, stop_after: int | None = None) -> tuple[TrainState, dict]:

@@ -258,3 +258,22 @@ def test_diverging_run_raises_floating_point_error(tiny_config):
         train(cfg, console=False)
     lines = read_jsonl(f"{cfg.run_dir}/metrics.jsonl")
     assert len(lines) == 0  # the poisoned window is not logged
+
+
+def test_warm_up_runs_the_program_on_copies_and_leaves_donated_arguments_intact():
+    from jaxrl_async.components import warm_up
+
+    calls = []
+
+    def double(x):
+        calls.append(None)  # traced once, at lowering
+        return x * 2
+
+    x = jax.numpy.arange(4.0)
+    compiled = jax.jit(double, donate_argnums=0).lower(x).compile()
+    warm_up(compiled, x)
+    assert not x.is_deleted(), "warm_up donated the caller's buffer"
+    np.testing.assert_array_equal(np.asarray(x), [0.0, 1.0, 2.0, 3.0])
+    # the real call still donates as compiled
+    np.testing.assert_array_equal(np.asarray(compiled(x)), [0.0, 2.0, 4.0, 6.0])
+    assert x.is_deleted() and len(calls) == 1
