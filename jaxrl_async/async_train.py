@@ -54,8 +54,8 @@ def compile_pipeline(run: Run, state: TrainState):
                               trajectory, trajectory_shardings)
     # nothing is donated: the learner's params are published, and no output could reuse the trajectory
     learn = jax.jit(learn_fn).lower(state.learner, trajectory).compile()
-    warm_up(collect, state.learner.params, state.rollout)
-    warm_up(learn, state.learner, collect(state.learner.params, state.rollout)[1])
+    _, trajectory = warm_up(collect, state.learner.params, state.rollout)
+    warm_up(learn, state.learner, trajectory)
     return collect, learn
 
 
@@ -100,7 +100,10 @@ def train_async(run: Run, state: TrainState, saved: dict | None = None,
             item = worker.get()
             learner_wait_s = time.perf_counter() - wait_start
             update_start = time.perf_counter()
-            learner, iteration_metrics, params_finite = jax.device_get(learn(learner, item.trajectory))
+            # only the metrics come to the host: the learner state stays on the device (fetching it
+            # and sending it back every update was work on the learner's critical path for nothing)
+            learner, iteration_metrics, params_finite = learn(learner, item.trajectory)
+            iteration_metrics, params_finite = jax.device_get((iteration_metrics, params_finite))
             store.publish(learner.params)
             update_s = time.perf_counter() - update_start
             rollout_state, done = item.rollout_state, k + 1
