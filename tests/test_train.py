@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from jaxrl_async import run_dir as run_dir_lib
 from jaxrl_async.algorithms import sweep_hparams
+from jaxrl_async.components import warm_up
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.training import build, check_finite, chunk_plan, init_state, over_seeds, run_iterations, train
 
@@ -261,8 +262,6 @@ def test_diverging_run_raises_floating_point_error(tiny_config):
 
 
 def test_warm_up_runs_the_program_on_copies_and_leaves_donated_arguments_intact():
-    from jaxrl_async.components import warm_up
-
     calls = []
 
     def double(x):
