@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import itertools
+import os
+import shutil
+import tempfile
 
+import jax
 import pytest
 
 from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
@@ -11,6 +16,18 @@ from jaxrl_async.runtime import configure_cpu_runtime
 
 # the commands' CPU settings (see runtime.py), but one device: tests choose their devices
 configure_cpu_runtime(expose_cores=False)
+
+# One persistent compilation cache for the session and the subprocesses it starts (they read
+# the environment): many tests compile the same small programs (a run and its resumed twin,
+# determinism pairs, the same tiny config in several modules), and a hit loads the executable
+# instead of compiling it again. A fresh directory each session, removed at exit, so no
+# executable outlives the code that produced it.
+_COMPILATION_CACHE = tempfile.mkdtemp(prefix="jaxrl-async-tests-xla-cache-")
+atexit.register(shutil.rmtree, _COMPILATION_CACHE, ignore_errors=True)
+os.environ["JAX_COMPILATION_CACHE_DIR"] = _COMPILATION_CACHE
+os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+jax.config.update("jax_compilation_cache_dir", _COMPILATION_CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 @pytest.fixture(scope="session")
