@@ -22,6 +22,7 @@ Probe-Memory's observations have shape (2,): [cue, query].
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 import jax
@@ -43,8 +44,9 @@ class ProbeParams(environment.EnvParams):
     max_steps_in_episode: int = 10
 
 
-class ProbeEnv(environment.Environment[ProbeState, ProbeParams]):
-    """Shared plumbing; a probe defines `get_obs`, `reward`, `is_terminated`.
+class ProbeEnv(environment.Environment[ProbeState, ProbeParams], abc.ABC):
+    """Shared plumbing; a probe defines `reward` (abstract here), and `get_obs` and
+    `is_terminated` where the defaults do not fit.
 
     Truncation is the time limit reached *without* natural termination, so a
     one-step probe terminates and never also truncates, whatever the limit.
@@ -96,10 +98,9 @@ class ProbeEnv(environment.Environment[ProbeState, ProbeParams]):
     def get_obs(self, state: ProbeState, params: Any = None, key: Any = None) -> jax.Array:
         return jnp.zeros((1,), jnp.float32)
 
+    @abc.abstractmethod
     def reward(self, state: ProbeState, action: Any, params: ProbeParams) -> jax.Array:
         """Reward for taking `action` in `state` (the pre-step state); each probe defines its own."""
-        raise NotImplementedError(f"{type(self).__name__} must define reward(state, action, params): "
-                                  "ProbeEnv is the base of the probes, not a probe itself")
 
     def is_terminated(self, state: ProbeState, params: ProbeParams) -> jax.Array:
         """Natural termination of the post-step `state`; one step by default."""
