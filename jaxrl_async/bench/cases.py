@@ -117,7 +117,8 @@ def _timed_run(cfg: TrainConfig, tmp: str, **changes) -> tuple[dict, list[float]
     It trains half the config's budget, chunked exactly as the whole run would be (the same
     iterations per host sync), so the steady-state steps/s are the full run's at half the
     cost; evaluation and checkpoints only at the end, as in the peers' benchmark runs. The
-    windows after the first are the repeats of the measurement (the first may still warm caches).
+    windows after the first are the repeats of the measurement (the program is warmed up at
+    compile time, but the first window still starts on cold caches after compiling).
     """
     from jaxrl_async.training import train
 
