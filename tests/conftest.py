@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import os
 import shutil
@@ -60,3 +61,28 @@ def _fresh_trace_counts():
 
     chex.clear_trace_counter()
     yield
+
+
+def _pinned_precision(node):
+    """Full float32 matmuls where the node (a module or a test) is marked `float32_matmuls`."""
+    if node.get_closest_marker("float32_matmuls") is None:
+        return contextlib.nullcontext()
+    return jax.default_matmul_precision("float32")
+
+
+# Tests that compare two computations of the same quantity (a jitted scan against a Python
+# loop, a replay against the acting steps) pin the matmul precision: on a GPU float32 matmuls
+# default to TF32, whose rounding (up to ~0.4% relative) differs between two programs. On the
+# CPU both settings give the same float32 arithmetic. The module-scoped fixture covers a marked
+# module's own module-scoped fixtures (autouse fixtures are set up first in their scope); the
+# precision is thread-local, so only computations in the test's thread are pinned.
+@pytest.fixture(scope="module", autouse=True)
+def _float32_matmuls_for_module(request):
+    with _pinned_precision(request.node):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _float32_matmuls_for_test(request):
+    with _pinned_precision(request.node):
+        yield

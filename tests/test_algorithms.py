@@ -30,7 +30,12 @@ from jaxrl_async.networks import make_policy
 from jaxrl_async.rollout import make_rollout
 from jaxrl_async.training import build, train
 from jaxrl_async.types import Trajectory
-from probe_learning import learn_probe, probabilities, values  # tests/probe_learning.py
+from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved, learn_probe,  # tests/
+                             probabilities, values)
+
+# losses against references computed here: full float32 matmuls on any backend (conftest.py);
+# the learning tests below then run at float32 on a GPU too, which changes nothing they assert
+pytestmark = pytest.mark.float32_matmuls
 
 ALGOS = ("a2c", "reinforce", "impala")
 MAKERS = {"a2c": make_a2c, "reinforce": make_reinforce, "impala": make_impala}
@@ -416,25 +421,30 @@ def test_truncation_is_not_termination(tiny_config, algo, baseline):
 @pytest.mark.parametrize("algo,baseline", POLICY_LEARNERS)
 def test_action_reward_policy_picks_action_one(tiny_config, algo, baseline):
     policy, params, summary = learn(tiny_config, algo, baseline, "Probe-ActionReward")
-    assert probabilities(policy, params, [0.0])[0, 1] > 0.9
+    assert np.all(probabilities(policy, params, [0.0])[:, 0, 1] > 0.9)
     np.testing.assert_allclose(values(policy, params, [0.0]), [1.0], atol=TOLERANCE)
-    assert summary["final_eval_return_mean"] == 1.0  # greedy
+    assert summary["final_eval_return"] == [1.0] * PROBE_SEEDS  # greedy, every seed
 
 
 @pytest.mark.parametrize("algo,baseline", POLICY_LEARNERS)
 def test_obs_action_reward_policy_matches_the_sign(tiny_config, algo, baseline):
     policy, params, summary = learn(tiny_config, algo, baseline, "Probe-ObsActionReward")
     probs = probabilities(policy, params, [1.0, -1.0])
-    assert probs[0, 1] > 0.9 and probs[1, 0] > 0.9
+    assert np.all(probs[:, 0, 1] > 0.9) and np.all(probs[:, 1, 0] > 0.9)
     np.testing.assert_allclose(values(policy, params, [1.0, -1.0]), [1.0, 1.0], atol=TOLERANCE)
-    assert summary["final_eval_return_mean"] == 1.0
+    assert summary["final_eval_return"] == [1.0] * PROBE_SEEDS
 
 
 # ----------------------------------------------------------------- CartPole (slow)
 
-# 8 envs x 32 steps, 300k steps, 4 epochs x 4 minibatches, lr 5e-4 (annealed): greedy return 500.0
-# for seeds 0-3 with each learner, and for IMPALA async (lag latest) seeds 0-2; ~10 s a run
-CARTPOLE = dict(num_envs=8, num_steps=32, total_timesteps=300_000)
+# 8 envs x 32 steps, 300k steps, 4 epochs x 4 minibatches, lr 5e-4 (annealed), 4 seeds in one
+# vmapped run (learning_checks.assert_cartpole_solved: at least 3 of 4 solve). Measured on an AMD
+# EPYC CPU (jax 0.10.2), seeds 0-7 in one run, greedy return >= 475 on: a2c 7 of 8 (seed 0 stays
+# at ~190 from 100k steps on, the cart drifting out; base seeds 1 and 2: 16 of 16), reinforce 8 of
+# 8, impala fused 7 of 8 (one at 405), impala async 8 of 8. On an Intel Xeon every one of seeds
+# 0-3 solved, run one at a time. A2C reuses each rollout 16 times with no trust region: at lr 1e-3,
+# or without annealing, seeds collapse to a one-action policy (return ~9), so keep lr 5e-4 here.
+CARTPOLE = dict(num_envs=8, num_steps=32, total_timesteps=300_000, num_seeds=CARTPOLE_SEEDS, devices=1)
 
 
 def cartpole_learner(algo):
@@ -450,5 +460,4 @@ def test_cartpole_is_solved(tmp_path, algo, mode):
     # same staleness every run, so the test's outcome does not depend on the machine's load
     cfg = TrainConfig(algo=algo, mode=mode, lag="1", run_dir=str(tmp_path / "run"), **CARTPOLE,
                       ppo=cartpole_learner(algo))
-    summary = train(cfg, console=False).summary
-    assert summary["final_eval_return_mean"] >= 475.0, summary
+    assert_cartpole_solved(train(cfg, console=False).summary)

@@ -18,6 +18,7 @@ from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
 from jaxrl_async.components import build, initial_states
 from jaxrl_async.training import Run, chunk_plan, train
 from jaxrl_async.types import Algorithm
+from learning_checks import CARTPOLE_SEEDS, assert_cartpole_solved  # tests/learning_checks.py
 
 NUM_UPDATES = 22
 ITERATIONS_PER_CALL = 6  # log windows of 6, 6, 6, 4: an uneven last window too
@@ -227,9 +228,12 @@ def test_learner_host_exception_propagates_unchanged(tmp_path):
 
 @pytest.mark.slow
 def test_ppo_with_lag_1_solves_cartpole(tmp_path):
-    cfg = TrainConfig(mode="async", lag="1", run_dir=str(tmp_path / "cartpole_async"))
+    # the default config, 4 seeds in one run; on an AMD EPYC CPU (jax 0.10.2) seeds 0-7 reached
+    # 500, 499.8, 500, 469, 500, 500, 500, 500
+    cfg = TrainConfig(mode="async", lag="1", run_dir=str(tmp_path / "cartpole_async"), num_seeds=CARTPOLE_SEEDS,
+                      devices=1)
     assert cfg.env == "CartPole-v1" and cfg.total_timesteps == 500_000
     summary = train(cfg, console=False).summary
     assert summary["policy_lag_max"] == 1
-    assert summary["final_eval_return_mean"] >= 475.0, summary
+    assert_cartpole_solved(summary)
     assert worker_threads() == []

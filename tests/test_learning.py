@@ -3,16 +3,18 @@
 Each probe isolates one piece (value fitting, observation use, discounting,
 policy gradient, truncation bootstrapping, the Gaussian head). Tolerances are
 tight enough that the wrong rule fails: e.g. treating the time limit as terminal
-gives V = 1 on the last step of Probe-Truncation, not 1 / (1 - gamma) = 2.
+gives V = 1 on the last step of Probe-Truncation, not 1 / (1 - gamma) = 2. Each probe
+trains 4 seeds in one vmapped run and every seed must meet the tolerance
+(`learning_checks.py`).
 """
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.training import train
-from probe_learning import learn_probe as learn  # tests/probe_learning.py
-from probe_learning import probabilities, values
+from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved, gaussian_means,  # tests/
+                             probabilities, values)
+from learning_checks import learn_probe as learn
 
 TOLERANCE = 0.1
 
@@ -35,17 +37,17 @@ def test_two_step_value_is_discounted_once(tiny_config):
 
 def test_action_reward_policy_picks_action_one(tiny_config):
     policy, params, summary = learn(tiny_config, "Probe-ActionReward")
-    assert probabilities(policy, params, [0.0])[0, 1] > 0.9
+    assert np.all(probabilities(policy, params, [0.0])[:, 0, 1] > 0.9)
     np.testing.assert_allclose(values(policy, params, [0.0]), [1.0], atol=TOLERANCE)
-    assert summary["final_eval_return_mean"] == 1.0  # greedy
+    assert summary["final_eval_return"] == [1.0] * PROBE_SEEDS  # greedy, every seed
 
 
 def test_obs_action_reward_policy_matches_the_sign(tiny_config):
     policy, params, summary = learn(tiny_config, "Probe-ObsActionReward")
     probs = probabilities(policy, params, [1.0, -1.0])
-    assert probs[0, 1] > 0.9 and probs[1, 0] > 0.9
+    assert np.all(probs[:, 0, 1] > 0.9) and np.all(probs[:, 1, 0] > 0.9)
     np.testing.assert_allclose(values(policy, params, [1.0, -1.0]), [1.0, 1.0], atol=TOLERANCE)
-    assert summary["final_eval_return_mean"] == 1.0
+    assert summary["final_eval_return"] == [1.0] * PROBE_SEEDS
 
 
 def test_truncation_is_not_termination(tiny_config):
@@ -59,15 +61,15 @@ def test_truncation_is_not_termination(tiny_config):
 
 def test_continuous_action_mean_goes_to_one(tiny_config):
     policy, params, summary = learn(tiny_config, "Probe-ContinuousAction")
-    dist, value = policy.apply(params, jnp.zeros((1, 1)))
-    np.testing.assert_allclose(dist.mean, [[1.0]], atol=TOLERANCE)
-    np.testing.assert_allclose(value, [0.0], atol=TOLERANCE)
-    assert summary["final_eval_return_mean"] > -TOLERANCE**2  # reward -(a - 1)^2 of the mean
+    np.testing.assert_allclose(gaussian_means(policy, params, [0.0]), 1.0, atol=TOLERANCE)
+    np.testing.assert_allclose(values(policy, params, [0.0]), 0.0, atol=TOLERANCE)
+    # reward -(a - 1)^2 of the mean, every seed
+    assert min(summary["final_eval_return"]) > -TOLERANCE**2, summary["final_eval_return"]
 
 
 @pytest.mark.slow
 def test_cartpole_defaults_solve_cartpole(tmp_path):
-    cfg = TrainConfig(run_dir=str(tmp_path / "cartpole"))
-    assert cfg.env == "CartPole-v1" and cfg.total_timesteps == 500_000 and cfg.num_seeds == 1
-    summary = train(cfg, console=False).summary
-    assert summary["final_eval_return_mean"] >= 475.0, summary
+    # the default config, 4 seeds in one run; on an AMD EPYC CPU (jax 0.10.2) seeds 0-7 all reached 500
+    cfg = TrainConfig(run_dir=str(tmp_path / "cartpole"), num_seeds=CARTPOLE_SEEDS, devices=1)
+    assert cfg.env == "CartPole-v1" and cfg.total_timesteps == 500_000
+    assert_cartpole_solved(train(cfg, console=False).summary)

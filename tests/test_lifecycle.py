@@ -271,13 +271,20 @@ def test_evaluations_land_on_the_scheduled_updates(runs):
             assert line["eval_return_min"] <= line["eval_return_mean"] <= line["eval_return_max"]
 
 
-def test_iterations_per_call_all_evaluates_once_at_the_end_and_writes_tensorboard(tmp_path):
-    cfg = small_config(tmp_path / "run", iterations_per_call="all", eval_interval="auto", tensorboard=True)
+def test_iterations_per_call_all_evaluates_once_at_the_end(tmp_path):
+    cfg = small_config(tmp_path / "run", iterations_per_call="all", eval_interval="auto")
     result = train(cfg, console=False)
     lines = metrics_of(cfg.run_dir)
     assert [line["iteration"] for line in lines] == [NUM_UPDATES]
     assert EVAL_FIELDS <= set(lines[0])
     assert result.summary["final_eval_return_mean"] == lines[0]["eval_return_mean"]
+
+
+def test_tensorboard_writes_the_metrics_as_scalars(tmp_path):
+    pytest.importorskip("tensorboardX", reason="--tensorboard needs the optional tensorboardX package "
+                        "(pip install 'jaxrl_async[tensorboard]')")
+    cfg = small_config(tmp_path / "run", iterations_per_call="all", eval_interval="auto", tensorboard=True)
+    train(cfg, console=False)
     board = os.path.join(cfg.run_dir, "tensorboard")
     events = [name for name in os.listdir(board) if name.startswith("events.out.tfevents")]
     assert len(events) == 1

@@ -17,6 +17,9 @@ from jaxrl_async.envs import make_env
 from jaxrl_async.networks import make_policy
 from jaxrl_async.rollout import make_rollout
 
+# losses and steps against references computed here: full float32 matmuls on any backend (conftest.py)
+pytestmark = pytest.mark.float32_matmuls
+
 # ----------------------------------------------------------------- loss terms
 
 # ratio, advantage, and the surrogate min(r A, clip(r, 0.8, 1.2) A) by hand

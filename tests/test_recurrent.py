@@ -15,6 +15,9 @@ from jaxrl_async.components import build, init_state
 from jaxrl_async.config import NetworkConfig, PPOConfig
 from jaxrl_async.networks import reset_carry
 
+# the replayed and the acted carries are compared: full float32 matmuls on any backend (conftest.py)
+pytestmark = pytest.mark.float32_matmuls
+
 
 def memory_config(tmp_path, name, core, algo="ppo", **changes):
     return TrainConfig(env="Probe-Memory", algo=algo, num_envs=16, num_steps=32, total_timesteps=100_000,
@@ -31,6 +34,8 @@ def recurrent(request):
                       ppo=PPOConfig(num_minibatches=1))
     c = build(cfg)
     state = jax.jit(functools.partial(init_state, c))(jax.random.PRNGKey(0))
+    # the module's pinned precision covers this module-scoped fixture too (conftest.py)
+    assert jax.config.jax_default_matmul_precision == "float32"
     rollout_state, trajectory = jax.jit(c.rollout.collect)(state.learner.params, state.rollout)
     return c, state, rollout_state, trajectory
 
@@ -88,10 +93,13 @@ def test_recurrent_bootstrap_values_the_final_observation_with_the_carry(recurre
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c"])
 def test_only_a_recurrent_policy_solves_the_memory_probe(tmp_path, algo):
-    returns = {core: train(memory_config(tmp_path, f"{algo}-{core}", core, algo), console=False)
-               .summary["final_eval_return_mean"] for core in ("none", "gru")}
-    assert returns["gru"] >= 0.95, returns
-    assert returns["none"] <= 0.7, returns  # a memoryless policy can only guess the cue
+    # 4 seeds in one run each. Measured on an AMD EPYC CPU (jax 0.10.2): the GRU 1.0 on every
+    # seed with both learners; the MLP 0.39-0.55 (chance is 0.5; a seed's mean over 64 episodes
+    # has a std of about 0.06, so the mean of 4 seeds sits 6 std below 0.7)
+    returns = {core: train(memory_config(tmp_path, f"{algo}-{core}", core, algo, num_seeds=4, devices=1),
+                           console=False).summary["final_eval_return"] for core in ("none", "gru")}
+    assert min(returns["gru"]) >= 0.95, returns
+    assert np.mean(returns["none"]) <= 0.7, returns  # a memoryless policy can only guess the cue
 
 
 def test_recurrent_runs_in_the_async_mode_and_resumes_exactly(tmp_path):

@@ -16,6 +16,9 @@ from jaxrl_async.envs import make_env
 from jaxrl_async.networks import make_policy
 from jaxrl_async.rollout import make_rollout
 
+# the jitted scan against a step-by-step loop: full float32 matmuls on any backend (conftest.py)
+pytestmark = pytest.mark.float32_matmuls
+
 GAMMA = 0.9
 GAE_LAMBDA = 0.8
 NUM_ENVS = 4
