@@ -1,13 +1,13 @@
-"""Async training: a rollout thread acts while the learner learns (`--mode async`).
+"""The async mode (`--mode async`): a rollout thread acts while the learner learns.
 
 The actor thread runs the jitted `rollout.collect` with the params the lag
 policy allows and double-buffers the results; the learner runs the jitted
 `algo.update` on each rollout and publishes the new params to the `ParamStore`.
-The same `collect` and `update` as the fused mode, the same schedule of host
-syncs, evaluations and checkpoints (`run.py`), so with `lag=0` the two modes
-reach bit-identical params and write the same metrics lines in everything but
-the timings (with several seeds a reduction such as explained variance may differ
-in its last bits: XLA may order it differently inside the fused loop).
+The same `collect` and `update` as the fused mode, and the same sync step at the
+same host syncs (`Run.sync`), so with `lag=0` the two modes reach bit-identical
+params and write the same metrics lines in everything but the timings (with
+several seeds a reduction such as explained variance may differ in its last
+bits: XLA may order it differently inside the fused loop).
 """
 
 from __future__ import annotations
@@ -19,20 +19,26 @@ import numpy as np
 from flax import serialization
 
 from jaxrl_async import metrics as metrics_lib
-from jaxrl_async.components import all_finite, over_seeds, warm_up
-from jaxrl_async.pipeline import ParamStore, RolloutWorker
-from jaxrl_async.run import Run, check_finite
+from jaxrl_async.components import Components, all_finite, over_seeds, warm_up
+from jaxrl_async.pipeline import Lag, ParamStore, RolloutWorker
+from jaxrl_async.run import Run, Window
+from jaxrl_async.sharding import Placement
 from jaxrl_async.types import TrainState
 
 # Per-iteration pipeline timings, averaged over each log window.
 TIMING_FIELDS = ("policy_lag", "learner_wait_s", "actor_wait_s", "rollout_s", "update_s")
+# The first rollouts wait on a pipeline still filling: the steady state starts after them.
+PIPELINE_FILL = 2
 
 
-def compile_pipeline(run: Run, state: TrainState):
+def compile_pipeline(c: Components, placement: Placement, state: TrainState):
     """AOT-compile the actor's collect and the learner's update for this state's shapes and
-    placement (both keep their state's shardings from call to call), and warm both up."""
-    c, num_seeds = run.c, run.cfg.num_seeds
-    shardings = run.placement.shardings(state)
+    placement (both keep their state's shardings from call to call), and warm both up.
+
+    `learn(learner, trajectory) -> (learner, metrics, update_finite, params_finite)`, the last
+    three per seed: only they come to the host."""
+    num_seeds = c.cfg.num_seeds
+    shardings = placement.shardings(state)
 
     def collect_fn(params, rollout_state):
         rollout_state, trajectory = over_seeds(c.rollout.collect, num_seeds)(params, rollout_state)
@@ -41,10 +47,11 @@ def compile_pipeline(run: Run, state: TrainState):
     def learn_fn(learner, trajectory):
         def learn_one(learner, trajectory):
             learner, update_metrics = c.algo.update(learner, trajectory)
-            return learner, metrics_lib.iteration_metrics(trajectory, update_metrics), all_finite(learner.params)
+            return (learner, metrics_lib.iteration_metrics(trajectory, update_metrics),
+                    metrics_lib.update_is_finite(update_metrics), all_finite(learner.params))
 
-        learner, metrics, finite = over_seeds(learn_one, num_seeds)(learner, trajectory)
-        return jax.lax.with_sharding_constraint(learner, shardings.learner), metrics, finite
+        learner, *outputs = over_seeds(learn_one, num_seeds)(learner, trajectory)
+        return jax.lax.with_sharding_constraint(learner, shardings.learner), *outputs
 
     collect = jax.jit(collect_fn).lower(state.learner.params, state.rollout).compile()
     # the learner is compiled for the trajectory exactly as collect lays it out
@@ -74,83 +81,115 @@ def _param_store(state: TrainState, start: int, saved: dict | None) -> ParamStor
     return store
 
 
-def train_async(run: Run, state: TrainState, saved: dict | None = None,
-                stop_after: int | None = None) -> tuple[TrainState, dict]:
-    cfg = run.cfg
+class PipelineAccounting:
+    """What the async loop counts: each log window's metric and timing sums (handed to the sync
+    step as a `Window`), and the steady state's totals for the summary (overlap efficiency,
+    learner wait, policy lag), which leave out the pipeline's fill and the host syncs."""
+
+    def __init__(self, start: int, num_updates: int, samples_per_update: int):
+        self._steady_from = start + min(PIPELINE_FILL, num_updates - start - 1)
+        self._samples_per_update = samples_per_update
+        self._train_start = time.perf_counter()
+        self._steady_start: float | None = None
+        self._host_s_before_steady = 0.0
+        self._steady = dict.fromkeys(("rollout_s", "update_s", "learner_wait_s"), 0.0)
+        self._lags: list[int] = []
+        self._new_window()
+
+    def _new_window(self) -> None:
+        self._sums = None
+        self._timings = dict.fromkeys(TIMING_FIELDS, 0.0)
+        self._window_start: float | None = None
+        self._iterations = 0
+        self._first_bad: int | None = None
+
+    def start_iteration(self, index: int, host_s: float) -> None:
+        now = time.perf_counter()
+        if index == self._steady_from:
+            self._steady_start, self._host_s_before_steady = now, host_s
+        if self._window_start is None:
+            self._window_start = now
+
+    def add(self, index: int, metrics: dict, update_finite, timings: dict) -> None:
+        """One iteration's metrics ([S] host arrays), finite flags and `TIMING_FIELDS` timings."""
+        if self._first_bad is None and not np.all(update_finite):
+            self._first_bad = index
+        self._sums = metrics if self._sums is None else jax.tree.map(np.add, self._sums, metrics)
+        self._timings = {f: self._timings[f] + timings[f] for f in TIMING_FIELDS}
+        self._lags.append(timings["policy_lag"])
+        self._iterations += 1
+        if index >= self._steady_from:
+            for f in self._steady:
+                self._steady[f] += timings[f]
+
+    def window(self, updates_done: int, params_finite) -> Window:
+        """The window since the last sync, for the sync step; starts the next one."""
+        elapsed = time.perf_counter() - self._window_start
+        n = self._iterations
+        extra = {f: self._timings[f] / n for f in TIMING_FIELDS}
+        extra.update(updates_per_second=n / elapsed, samples_per_update=self._samples_per_update)
+        window = Window(updates_done=updates_done, num_iterations=n, elapsed_s=elapsed, sums=self._sums,
+                        first_nonfinite_update=self._first_bad, params_finite=params_finite, extra=extra)
+        self._new_window()
+        return window
+
+    def summary(self, host_s: float) -> dict:
+        """`train_s` (the loop's time less the host syncs') and the steady-state figures."""
+        end = time.perf_counter()
+        steady_start = self._steady_start or self._train_start
+        steady_wall = end - steady_start - (host_s - self._host_s_before_steady)
+        return {
+            "train_s": end - self._train_start - host_s,
+            # (rollout + update) / wall over the steady state: 1.0 = no overlap, 2.0 = perfect overlap
+            "overlap_efficiency": (self._steady["rollout_s"] + self._steady["update_s"]) / steady_wall,
+            "learner_wait_fraction": self._steady["learner_wait_s"] / steady_wall,
+            "policy_lag_mean": float(np.mean(self._lags)),
+            "policy_lag_max": int(np.max(self._lags)),
+        }
+
+
+def train_async(c: Components, run: Run, state: TrainState, saved: dict | None = None) -> tuple[TrainState, dict]:
+    """Train from `run.start_update` to the end of the schedule (or a stop) with the rollout
+    thread; `saved` is the checkpoint a resumed run continues from. Returns the state and the
+    loop's figures (`compile_s`, `train_s`, `updates_done`, the pipeline's)."""
+    cfg = c.cfg
+    lag = Lag.parse(cfg.lag)
     compile_start = time.perf_counter()
-    collect, learn = compile_pipeline(run, state)
+    collect, learn = compile_pipeline(c, run.placement, state)
     compile_s = time.perf_counter() - compile_start
 
-    start = run.start_update
-    sync_at = set(run.remaining_points())
-    warmup = start + min(2, cfg.num_updates - start - 1)  # the first rollouts wait on a pipeline still filling
-    steady = dict.fromkeys(("rollout_s", "update_s", "learner_wait_s"), 0.0)
-    steady_start, steady_host_s, lags, first_bad = None, 0.0, [], None
+    start = done = run.start_update
+    sync_at = set(run.schedule.remaining(start))
     store = _param_store(state, start, saved)
-    learner, rollout_state, done = state.learner, state.rollout, start
-    sums, timings, window_start, window_iterations = None, dict.fromkeys(TIMING_FIELDS, 0.0), None, 0
-    train_start = time.perf_counter()
-    with RolloutWorker(collect, rollout_state, store, lag=cfg.lag, num_rollouts=cfg.num_updates - start,
+    learner, rollout_state = state.learner, state.rollout
+    accounting = PipelineAccounting(start, cfg.num_updates, cfg.num_seeds * cfg.batch_size)
+    with RolloutWorker(collect, rollout_state, store, lag=lag, num_rollouts=cfg.num_updates - start,
                        buffer_size=cfg.buffer_size, first_index=start) as worker:
         for k in range(start, cfg.num_updates):
-            if k == warmup:
-                steady_start, steady_host_s = time.perf_counter(), run.host_s
-            window_start = window_start or time.perf_counter()
+            accounting.start_iteration(k, run.host_s)
             wait_start = time.perf_counter()
             item = worker.get()
             learner_wait_s = time.perf_counter() - wait_start
             update_start = time.perf_counter()
-            # only the metrics come to the host: the learner state stays on the device (fetching it
-            # and sending it back every update was work on the learner's critical path for nothing)
-            learner, iteration_metrics, params_finite = learn(learner, item.trajectory)
-            iteration_metrics, params_finite = jax.device_get((iteration_metrics, params_finite))
+            # only the metrics come to the host: the learner state stays on the device
+            learner, metrics, update_finite, params_finite = learn(learner, item.trajectory)
+            metrics, update_finite, params_finite = jax.device_get((metrics, update_finite, params_finite))
             store.publish(learner.params)
             update_s = time.perf_counter() - update_start
             rollout_state, done = item.rollout_state, k + 1
-            if first_bad is None and not (np.all(np.isfinite(iteration_metrics["loss"]))
-                                          and np.all(np.isfinite(iteration_metrics["grad_norm"]))):
-                first_bad = k
-            sample = {"policy_lag": k - item.version, "learner_wait_s": learner_wait_s,
-                      "actor_wait_s": item.actor_wait_s, "rollout_s": item.rollout_s, "update_s": update_s}
-            lags.append(sample["policy_lag"])
-            timings = {f: timings[f] + sample[f] for f in TIMING_FIELDS}
-            sums = iteration_metrics if sums is None else jax.tree.map(np.add, sums, iteration_metrics)
-            window_iterations += 1
-            if k >= warmup:
-                for f in steady:
-                    steady[f] += sample[f]
+            accounting.add(k, metrics, update_finite, {
+                "policy_lag": k - item.version, "learner_wait_s": learner_wait_s,
+                "actor_wait_s": item.actor_wait_s, "rollout_s": item.rollout_s, "update_s": update_s})
             if done not in sync_at:
                 continue
-            check_finite({**sums, "params_finite": params_finite}, done, first_bad, run.last_checkpoint)
-            elapsed = time.perf_counter() - window_start
-            record = run.window_record(metrics_lib.finalize(sums, window_iterations), done,
-                                       window_iterations, elapsed)
-            record.update({f: timings[f] / window_iterations for f in TIMING_FIELDS})
-            record["updates_per_second"] = window_iterations / elapsed
-            record["samples_per_update"] = cfg.num_seeds * cfg.batch_size
-            state = TrainState(learner=learner, rollout=rollout_state)
-            stopping = run.should_stop(done, stop_after)
-            run.eval_result = run.after_sync(
-                state, done, record, stopping=stopping, counters={"params_version": store.version},
-                # the next rollout (lag 1) is collected with the previous version: keep it for an exact resume
-                extra_state={"behaviour_params": serialization.to_state_dict(store.get(done - 1))}
-                if cfg.lag == "1" else None) or run.eval_result
-            sums, timings, window_start, window_iterations = None, dict.fromkeys(TIMING_FIELDS, 0.0), None, 0
-            if stopping:
+            stop = run.sync(accounting.window(done, params_finite), TrainState(learner=learner, rollout=rollout_state),
+                            counters={"params_version": store.version},
+                            # the next rollout (lag 1) is collected with the previous version: keep it
+                            # for an exact resume
+                            extra_state={"behaviour_params": serialization.to_state_dict(store.get(done - 1))}
+                            if lag is Lag.ONE else None)
+            if stop:
                 break
-    end = time.perf_counter()
-    # evaluation and checkpoints at host syncs are reported apart, as in the fused mode
-    steady_wall = end - (steady_start or train_start) - (run.host_s - steady_host_s)
-    extra = {
-        "compile_s": compile_s,
-        "train_s": end - train_start - run.host_s,
-        "updates_done": done,
-        "lag": cfg.lag,
-        # (rollout + update) / wall over the steady state: 1.0 = no overlap, 2.0 = perfect overlap
-        "overlap_efficiency": (steady["rollout_s"] + steady["update_s"]) / steady_wall,
-        "learner_wait_fraction": steady["learner_wait_s"] / steady_wall,
-        "policy_lag_mean": float(np.mean(lags)),
-        "policy_lag_max": int(np.max(lags)),
-        "params_version": store.version,
-    }
-    return TrainState(learner=learner, rollout=rollout_state), extra
+    return TrainState(learner=learner, rollout=rollout_state), {
+        "compile_s": compile_s, "updates_done": done, "lag": cfg.lag, "params_version": store.version,
+        **accounting.summary(run.host_s)}

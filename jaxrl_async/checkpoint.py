@@ -24,6 +24,8 @@ from typing import Any
 import msgpack
 from flax import serialization
 
+from jaxrl_async.trees import check_same_tree
+
 FORMAT = "jaxrl_async-checkpoint"
 VERSION = 1
 CHECKPOINT_DIR = "checkpoints"
@@ -136,8 +138,6 @@ def _key_paths(tree: Any, prefix: str = "") -> set[str]:
 def restore_state(target: Any, state_dict: Any, path: str = "<checkpoint>") -> Any:
     """Fill `target`'s structure with the saved arrays, checking that every saved leaf has a
     place (flax would drop extras silently) and every leaf's shape and dtype."""
-    from jaxrl_async.pipeline import check_same_tree  # one tree-comparison rule for the project
-
     expected, saved = _key_paths(serialization.to_state_dict(target)), _key_paths(state_dict)
     if expected != saved:
         extra, missing = sorted(saved - expected), sorted(expected - saved)

@@ -138,8 +138,7 @@ def run_iterations(c: Components, state: TrainState, num_iterations) -> tuple[Tr
         state, sums, first_bad = carry
         update_index = state.learner.update_count
         state, metrics = step(state)
-        # every learner reports these two; other metrics may be NaN by definition (explained variance)
-        bad = ~(jnp.isfinite(metrics["loss"]) & jnp.isfinite(metrics["grad_norm"]))
+        bad = ~metrics_lib.update_is_finite(metrics)
         first_bad = jnp.where((first_bad < 0) & bad, update_index, first_bad)
         return state, metrics_lib.accumulate(sums, metrics), first_bad
 

@@ -22,6 +22,8 @@ import numpy as np
 
 from jaxrl_async.types import Trajectory
 
+METRICS_FILE = "metrics.jsonl"  # one JSON line per host sync, in the run directory
+
 # Summed over a window, then divided by the number of completed episodes.
 EPISODE_SUMS = ("episode_return_sum", "episode_length_sum")
 
@@ -36,6 +38,13 @@ def iteration_metrics(trajectory: Trajectory, update_metrics: dict) -> dict:
         "episode_length_sum": jnp.sum(trajectory.episode_length.astype(jnp.float32) * done),
         "reward_mean": jnp.mean(trajectory.reward),
     }
+
+
+def update_is_finite(metrics: dict) -> jax.Array:
+    """The divergence rule, on the device: the update's loss and gradient norm are finite.
+    Every learner reports these two; other metrics may be NaN by definition (explained
+    variance of a constant target)."""
+    return jnp.isfinite(metrics["loss"]) & jnp.isfinite(metrics["grad_norm"])
 
 
 def zeros_like_metrics(metric_fn, *args) -> dict:
@@ -90,7 +99,7 @@ def seed_mean(value) -> float | None:
 
 
 class JsonlSink:
-    """Appends one JSON object per host sync to `metrics.jsonl`, flushed each time."""
+    """Appends one JSON object per host sync to the run's `METRICS_FILE`, flushed each time."""
 
     def __init__(self, path: str):
         self.path = path
@@ -175,5 +184,5 @@ def open_sinks(run_dir: str | None, total_env_steps: int, console: bool = True, 
     if console:
         sinks.append(ConsoleSink(total_env_steps, start_steps))
     if run_dir is not None:
-        sinks.append(JsonlSink(os.path.join(run_dir, "metrics.jsonl")))
+        sinks.append(JsonlSink(os.path.join(run_dir, METRICS_FILE)))
     return sinks

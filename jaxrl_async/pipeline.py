@@ -19,49 +19,46 @@ trajectory)` is any jitted function. Lag policies (which params rollout k uses):
 from __future__ import annotations
 
 import dataclasses
+import enum
 import queue
 import threading
 import time
 from typing import Any, Callable
 
 import jax
-import numpy as np
 
-LAG_POLICIES = ("0", "1", "latest")
+from jaxrl_async.trees import check_same_tree, leaf_spec
+
+
+class Lag(enum.Enum):
+    """Which params version rollout k is collected with (the `--lag` flag's values)."""
+
+    LOCKSTEP = "0"  # version k: lock step, identical to the fused mode
+    ONE = "1"  # version k - 1 (0 for the first two): deterministic and overlapped
+    LATEST = "latest"  # whatever is newest when the rollout starts
+
+    @classmethod
+    def parse(cls, value: "Lag | str | int") -> "Lag":
+        """The policy a flag value names (`0`, `1`, `latest`; ints too); a clear error otherwise."""
+        if isinstance(value, Lag):
+            return value
+        try:
+            return cls(str(value))
+        except ValueError:
+            raise ValueError(f"lag={str(value)!r} is invalid: choose one of "
+                             f"{', '.join(lag.value for lag in cls)}") from None
+
+    def version_for(self, index: int) -> int | None:
+        """The params version rollout `index` must use; None: the latest published."""
+        if self is Lag.LOCKSTEP:
+            return index
+        if self is Lag.ONE:
+            return max(index - 1, 0)
+        return None
 
 
 class PipelineClosed(RuntimeError):
     """The worker stopped (closed, or ran out of rollouts) while someone waited on it."""
-
-
-def _describe(path) -> str:
-    return jax.tree_util.keystr(path) or "<root>"
-
-
-def _spec(leaf) -> tuple[tuple[int, ...], np.dtype]:
-    return tuple(np.shape(leaf)), np.dtype(getattr(leaf, "dtype", None) or np.result_type(leaf))
-
-
-def check_same_tree(reference: Any, candidate: Any, what: str = "params",
-                    reference_name: str = "the first published tree",
-                    fix: str = "publish a tree of the same structure, shapes and dtypes (the same network config)"
-                    ) -> None:
-    """Raise ValueError naming the first leaf whose structure, shape or dtype differs."""
-    ref_leaves, ref_def = jax.tree_util.tree_flatten_with_path(reference)
-    new_leaves, new_def = jax.tree_util.tree_flatten_with_path(candidate)
-    if ref_def != new_def:
-        ref_paths = [_describe(p) for p, _ in ref_leaves]
-        new_paths = [_describe(p) for p, _ in new_leaves]
-        missing = next((p for p in ref_paths if p not in new_paths), None)
-        extra = next((p for p in new_paths if p not in ref_paths), None)
-        detail = f"missing leaf {missing}" if missing else f"unexpected leaf {extra}" if extra else \
-            f"tree structure {new_def} != {ref_def}"
-        raise ValueError(f"{what} and {reference_name} differ: {detail}; {fix}")
-    for (path, ref), (_, new) in zip(ref_leaves, new_leaves):
-        if _spec(ref) != _spec(new):
-            raise ValueError(
-                f"{what} leaf {_describe(path)} has shape {np.shape(new)} dtype {_spec(new)[1]}, "
-                f"but {reference_name} has shape {np.shape(ref)} dtype {_spec(ref)[1]}; {fix}")
 
 
 class ParamStore:
@@ -86,7 +83,7 @@ class ParamStore:
     def publish(self, params: Any) -> int:
         params = jax.block_until_ready(params)
         if self._reference is None:
-            self._reference = jax.tree.map(lambda x: jax.ShapeDtypeStruct(*_spec(x)), params)
+            self._reference = jax.tree.map(lambda x: jax.ShapeDtypeStruct(*leaf_spec(x)), params)
         else:
             check_same_tree(self._reference, params)
         with self._changed:
@@ -148,12 +145,10 @@ class RolloutWorker:
     and joins the thread; it is safe to call more than once.
     """
 
-    def __init__(self, collect: Callable, rollout_state: Any, store: ParamStore, *, lag: str | int = "1",
+    def __init__(self, collect: Callable, rollout_state: Any, store: ParamStore, *, lag: Lag | str | int = Lag.ONE,
                  num_rollouts: int | None = None, buffer_size: int = 1, first_index: int = 0,
                  join_timeout_s: float = 60.0):
-        lag = str(lag)
-        if lag not in LAG_POLICIES:
-            raise ValueError(f"lag={lag!r} is invalid: choose one of {', '.join(LAG_POLICIES)}")
+        lag = Lag.parse(lag)
         if buffer_size < 1:
             raise ValueError(f"buffer_size={buffer_size} must be >= 1")
         self.lag = lag
@@ -170,13 +165,6 @@ class RolloutWorker:
         self._thread.start()
 
     # -- actor side ------------------------------------------------------
-    def _version_for(self, index: int) -> int | None:
-        if self.lag == "0":
-            return index
-        if self.lag == "1":
-            return max(index - 1, 0)
-        return None  # latest
-
     def _put(self, item) -> None:
         while not self._stop.is_set():
             try:
@@ -193,7 +181,7 @@ class RolloutWorker:
             while not self._stop.is_set() and (self._num_rollouts is None
                                                or index < self._first_index + self._num_rollouts):
                 wait_start = time.perf_counter()
-                wanted = self._version_for(index)
+                wanted = self.lag.version_for(index)
                 version, params = (self._store.latest() if wanted is None
                                    else self._store.wait_for(wanted, self._stop))
                 actor_wait_s = blocked_s + time.perf_counter() - wait_start

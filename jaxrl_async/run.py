@@ -1,18 +1,26 @@
-"""The host side of a run, shared by both modes: when to sync, evaluate and checkpoint;
-the metric sinks; the best params; Ctrl-C; divergence; the summary.
+"""The host side of a run, shared by every loop: one sync step that owns the bookkeeping at a
+host sync — the finite check, the metrics line and its sinks, evaluation and the best
+checkpoint, the schedule's checkpoints, and the stop request (Ctrl-C or a stop point).
 
-The schedule is a list of host-sync points (updates done) fixed by the config, so
-an interrupted and resumed run syncs, evaluates and checkpoints at exactly the
-same updates as one that ran straight through, and writes the same metrics.
+    with Run.create(cfg, c.evaluate, placement, console=True) as run:
+        for point in run.schedule.remaining(run.start_update):
+            state, window = ...                     # the loop's own work up to `point`
+            if run.sync(window, state):             # True: stop here (a checkpoint is written)
+                break
+
+A loop hands the sync step a `Window` (what happened since the last sync) and the state;
+it reads what it needs from the run (`schedule`, `placement`, `start_update`, `host_s`) and
+never writes the run's attributes.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import os
 import signal
 import threading
 import time
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -20,56 +28,18 @@ import numpy as np
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async import metrics as metrics_lib
 from jaxrl_async import run_dir as run_dir_lib
+from jaxrl_async.components import over_seeds, seed_keys
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.evaluate import EvalResult
+from jaxrl_async.schedule import Schedule
 from jaxrl_async.sharding import Placement
 from jaxrl_async.types import TrainState
 
-AUTO_SYNCS = 20  # host syncs per run when iterations_per_call is 'auto' ...
-MAX_AUTO_ITERATIONS = 50  # ... but at most this many iterations between them
-AUTO_EVALS = 10
 EVAL_STREAM = 0x5EED  # evaluation keys: fold_in(fold_in(seed key, EVAL_STREAM), update)
 
 
 class TrainingDiverged(FloatingPointError):
     """A loss, gradient or parameter became NaN or infinite."""
-
-
-def chunk_plan(num_updates: int, iterations_per_call: int | str) -> list[int]:
-    """Iterations between host syncs (the log cadence): 'auto' about 20 syncs of at most
-    50 iterations; 'all' one call for the whole run."""
-    if iterations_per_call == "all":
-        return [num_updates]
-    k = iterations_per_call
-    if k == "auto":
-        k = min(max(1, math.ceil(num_updates / AUTO_SYNCS)), MAX_AUTO_ITERATIONS)
-    k = min(k, num_updates)
-    plan = [k] * (num_updates // k)
-    return plan + ([num_updates % k] if num_updates % k else [])
-
-
-def intervals(cfg: TrainConfig) -> tuple[int, int]:
-    """(eval_interval, checkpoint_interval) in updates; 0 = only at the end.
-
-    'auto' picks a multiple of the log cadence, so it adds no host syncs: about 10
-    evaluations per run (none before the end with iterations_per_call='all').
-    """
-    plan = chunk_plan(cfg.num_updates, cfg.iterations_per_call)
-    eval_every = cfg.eval_interval
-    if eval_every == "auto":
-        eval_every = 0 if len(plan) == 1 else plan[0] * max(1, round(len(plan) / AUTO_EVALS))
-    ckpt_every = eval_every if cfg.checkpoint_interval == "auto" else cfg.checkpoint_interval
-    return eval_every, ckpt_every
-
-
-def sync_points(cfg: TrainConfig) -> list[int]:
-    """Updates done at each host sync: the log cadence plus every eval and checkpoint point."""
-    n = cfg.num_updates
-    points = set(np.cumsum(chunk_plan(n, cfg.iterations_per_call)).tolist()) | {n}
-    for every in intervals(cfg):
-        if every:
-            points |= set(range(every, n + 1, every))
-    return sorted(points)
 
 
 def check_finite(sums: dict, updates_done: int, first_bad: int | None = None,
@@ -111,118 +81,157 @@ class StopRequest:
             signal.signal(signal.SIGINT, self._previous)
 
 
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """What a loop hands the sync step: the iterations since the previous host sync.
+
+    Attributes:
+      updates_done: updates done at this sync (a point of the schedule).
+      num_iterations: iterations in the window.
+      elapsed_s: the loop's time for them (for steps/s).
+      sums: every metric summed over the window, host arrays `[S]`.
+      first_nonfinite_update: the first update whose loss or gradient norm was not finite, if any.
+      params_finite: `[S]` bool, the params at the sync are finite.
+      extra: mode-specific fields for the metrics line (the async pipeline's timings).
+    """
+
+    updates_done: int
+    num_iterations: int
+    elapsed_s: float
+    sums: dict
+    first_nonfinite_update: int | None
+    params_finite: Any
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
 class Run:
-    """One run's directory, sinks, schedule, best-so-far tracking and checkpoints."""
+    """One run's directory, sinks, schedule, evaluations, best-so-far and checkpoints.
 
-    def __init__(self, cfg: TrainConfig, c, *, console: bool, resume: dict | None = None,
-                 placement: Placement | None = None):
-        self.wall_start = time.perf_counter()
+    Build it with `Run.create` and use it as a context manager (Ctrl-C handling, sinks
+    closed at exit). Its state changes only inside `sync`.
+    """
+
+    def __init__(self, cfg: TrainConfig, evaluate: Callable[..., EvalResult], placement: Placement, *,
+                 run_dir: str, sinks: list, start_update: int = 0, best_eval_return: float | None = None,
+                 last_checkpoint: str | None = None, stop_after: int | None = None,
+                 wall_start: float | None = None):
         self.cfg = cfg
-        self.c = c
-        self.console = console
-        if resume is None:
-            self.run_dir = run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
-        else:
-            self.run_dir = cfg.run_dir
-        run_dir_lib.write_json(os.path.join(self.run_dir, run_dir_lib.CONFIG_FILE), cfg.to_dict())
-        self.points = sync_points(cfg)
-        self.eval_every, self.ckpt_every = intervals(cfg)
-        counters = (resume or {}).get("counters", {})
-        extra = (resume or {}).get("extra", {})
-        self.start_update = int(counters.get("updates", 0))
-        self.best_eval_return = extra.get("best_eval_return")
-        self.last_checkpoint = resume.get("path") if resume else None
-        self.stop = StopRequest()
-        self.sinks = metrics_lib.open_sinks(self.run_dir, cfg.env_steps, console, start_steps=self.start_update
-                                            * cfg.batch_size, tensorboard=cfg.tensorboard)
-        self._evaluate = None
-        # where the state lives (train() places the state before the run starts)
-        self.placement = placement or Placement(cfg.devices, cfg.num_seeds, cfg.num_envs)
-        self.eval_result: EvalResult | None = None
+        self.placement = placement
+        self.schedule = Schedule.from_config(cfg)
+        self.run_dir = run_dir
+        self.start_update = start_update
+        self.best_eval_return = best_eval_return
+        self.last_checkpoint = last_checkpoint
+        self.last_eval: EvalResult | None = None
         self.host_s = 0.0  # evaluation, checkpoints and logging at host syncs
+        self._sinks = sinks
+        self._stop = StopRequest()
+        self._stop_after = stop_after
+        self._wall_start = time.perf_counter() if wall_start is None else wall_start
+        self._evaluate = {greedy: jax.jit(over_seeds(lambda p, s, k, g=greedy: evaluate(p, s, k, greedy=g),
+                                                     cfg.num_seeds)) for greedy in (True, False)}
 
-    # -- schedule --------------------------------------------------------
-    def remaining_points(self) -> list[int]:
-        return [p for p in self.points if p > self.start_update]
+    @classmethod
+    def create(cls, cfg: TrainConfig, evaluate: Callable[..., EvalResult], placement: Placement, *,
+               console: bool = True, resume: dict | None = None, stop_after: int | None = None,
+               wall_start: float | None = None, extra_sinks: tuple = ()) -> "Run":
+        """Open the run directory (a fresh one, or the resumed run's), write config.json, open
+        the sinks (console, metrics.jsonl, TensorBoard, and any `extra_sinks`).
 
-    def is_eval_point(self, updates: int) -> bool:
-        return updates == self.cfg.num_updates or bool(self.eval_every and updates % self.eval_every == 0)
+        Args:
+          resume: the checkpoint a resumed run continues from (`checkpoint.load` plus its `path`).
+          stop_after: stop (with a checkpoint) at the first sync at or after this many updates.
+        """
+        if resume is None:
+            run_dir = run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
+        else:
+            run_dir = cfg.run_dir
+        run_dir_lib.write_json(os.path.join(run_dir, run_dir_lib.CONFIG_FILE), cfg.to_dict())
+        start_update = int((resume or {}).get("counters", {}).get("updates", 0))
+        sinks = metrics_lib.open_sinks(run_dir, cfg.env_steps, console, start_steps=start_update * cfg.batch_size,
+                                       tensorboard=cfg.tensorboard) + list(extra_sinks)
+        return cls(cfg, evaluate, placement, run_dir=run_dir, sinks=sinks, start_update=start_update,
+                   best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
+                   last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start)
 
-    def is_checkpoint_point(self, updates: int) -> bool:
-        return updates == self.cfg.num_updates or bool(self.ckpt_every and updates % self.ckpt_every == 0)
+    def __enter__(self) -> "Run":
+        self._stop.__enter__()
+        return self
 
-    # -- evaluation ------------------------------------------------------
+    def __exit__(self, *exc_info) -> None:
+        self._stop.__exit__(*exc_info)
+        for sink in self._sinks:
+            sink.close()
+
+    # -- the sync step ---------------------------------------------------
+    def sync(self, window: Window, state: TrainState, *, extra_state: dict | None = None,
+             counters: dict | None = None) -> bool:
+        """The bookkeeping at one host sync; returns True when the loop must stop here.
+
+        Raises TrainingDiverged (naming the last good checkpoint, left intact) if the window
+        saw a non-finite loss, gradient or params. Otherwise writes the metrics line with the
+        evaluation the schedule asks for (keeping the best evaluation's state in best.ckpt),
+        and a checkpoint where the schedule says or the run stops. `extra_state` and
+        `counters` go into the checkpoints (what the loop needs to resume exactly).
+        The time it takes is counted in `host_s`, apart from the loop's.
+        """
+        start = time.perf_counter()
+        try:
+            updates = window.updates_done
+            check_finite({**window.sums, "params_finite": window.params_finite}, updates,
+                         window.first_nonfinite_update, self.last_checkpoint)
+            stopping = self._stop.requested or (self._stop_after is not None and updates >= self._stop_after)
+            record = {**self._window_record(window), **window.extra}
+            if self.schedule.is_eval_point(updates):
+                self._evaluate_into(record, state, updates, extra_state, counters)
+            for sink in self._sinks:
+                sink.write(record)
+            if self.schedule.is_checkpoint_point(updates) or stopping:
+                self.last_checkpoint = self._save(state, updates, ckpt.numbered_path(self.run_dir, updates),
+                                                  extra_state, counters)
+                ckpt.prune(self.run_dir, self.cfg.keep_checkpoints)
+            return stopping
+        finally:
+            self.host_s += time.perf_counter() - start
+
     def evaluate(self, state: TrainState, updates: int, greedy: bool = True) -> EvalResult:
         """Evaluate every seed on its own envs; the key depends only on the seed and the update."""
-        from jaxrl_async.training import over_seeds, seed_keys
-
-        if self._evaluate is None:
-            self._evaluate = {
-                mode: jax.jit(over_seeds(lambda p, s, k, g=mode: self.c.evaluate(p, s, k, greedy=g),
-                                         self.cfg.num_seeds)) for mode in (True, False)}
         keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, EVAL_STREAM), updates))(
             seed_keys(self.cfg.seed, self.cfg.num_seeds))
         return jax.device_get(self._evaluate[greedy](state.learner.params, state.rollout.obs_stats, keys))
 
-    # -- one host sync ---------------------------------------------------
-    def should_stop(self, updates: int, stop_after: int | None) -> bool:
-        """Ctrl-C was pressed, or the caller's stop point is reached (decided once per sync)."""
-        return self.stop.requested or (stop_after is not None and updates >= stop_after)
+    def _evaluate_into(self, record: dict, state: TrainState, updates: int, extra_state, counters) -> None:
+        self.last_eval = self.evaluate(state, updates)
+        record.update(seed_means(self.last_eval.summary_per_seed("eval")))
+        if self.cfg.eval_stochastic:
+            record.update(seed_means(self.evaluate(state, updates, greedy=False).summary_per_seed("eval_stochastic")))
+        score = record.get("eval_return_mean")
+        if score is not None and (self.best_eval_return is None or score > self.best_eval_return):
+            self.best_eval_return = score
+            self._save(state, updates, os.path.join(ckpt.checkpoint_dir(self.run_dir), ckpt.BEST),
+                       extra_state, counters)
+        record["best_eval_return"] = self.best_eval_return
 
-    def after_sync(self, state: TrainState, updates: int, record: dict, *, stopping: bool = False,
-                   extra_state: dict | None = None, counters: dict | None = None) -> EvalResult | None:
-        """Evaluate, log and checkpoint as the schedule (or a stop request) says; the time it
-        takes is counted in `host_s`, apart from the training loop's."""
-        start = time.perf_counter()
-        try:
-            return self._after_sync(state, updates, record, stopping, extra_state, counters)
-        finally:
-            self.host_s += time.perf_counter() - start
-
-    def _after_sync(self, state, updates, record, stopping, extra_state, counters) -> EvalResult | None:
-        eval_result = None
-        if self.is_eval_point(updates):
-            eval_result = self.evaluate(state, updates)
-            record.update(seed_means(eval_result.summary_per_seed("eval")))
-            if self.cfg.eval_stochastic:
-                record.update(seed_means(self.evaluate(state, updates, greedy=False).summary_per_seed("eval_stochastic")))
-            score = record.get("eval_return_mean")
-            if score is not None and (self.best_eval_return is None or score > self.best_eval_return):
-                self.best_eval_return = score
-                self.save(state, updates, os.path.join(ckpt.checkpoint_dir(self.run_dir), ckpt.BEST),
-                          extra_state, counters)
-            record["best_eval_return"] = self.best_eval_return
-        for sink in self.sinks:
-            sink.write(record)
-        if self.is_checkpoint_point(updates) or stopping:
-            self.last_checkpoint = self.save(state, updates, ckpt.numbered_path(self.run_dir, updates),
-                                             extra_state, counters)
-            ckpt.prune(self.run_dir, self.cfg.keep_checkpoints)
-        return eval_result
-
-    def save(self, state: TrainState, updates: int, path: str, extra_state: dict | None,
-             counters: dict | None) -> str:
+    def _save(self, state: TrainState, updates: int, path: str, extra_state: dict | None,
+              counters: dict | None) -> str:
         counters = {"updates": updates, "env_steps": updates * self.cfg.batch_size, **(counters or {})}
         extra = {"best_eval_return": self.best_eval_return, **(extra_state or {})}
         return ckpt.save(path, state=state, config=metrics_lib.to_jsonable(self.cfg.to_dict()),
                          counters=counters, extra=extra)
 
-    def window_record(self, window: dict, updates_done: int, num_iterations: int, elapsed: float) -> dict:
+    def _window_record(self, window: Window) -> dict:
         """One metrics.jsonl line: means over seeds (per-seed lists for the episode return)."""
         cfg = self.cfg
-        record = {"iteration": updates_done, "env_steps": updates_done * cfg.batch_size,
+        means = metrics_lib.finalize(window.sums, window.num_iterations)
+        record = {"iteration": window.updates_done, "env_steps": window.updates_done * cfg.batch_size,
                   "num_seeds": cfg.num_seeds,
-                  "steps_per_second": cfg.num_seeds * num_iterations * cfg.batch_size / elapsed,
-                  "wall_s": time.perf_counter() - self.wall_start}
-        for name, value in window.items():
+                  "steps_per_second": cfg.num_seeds * window.num_iterations * cfg.batch_size / window.elapsed_s,
+                  "wall_s": time.perf_counter() - self._wall_start}
+        for name, value in means.items():
             record[name] = metrics_lib.seed_mean(value)
         if cfg.num_seeds > 1:
-            record["episode_return_per_seed"] = np.asarray(window["episode_return_mean"]).tolist()
+            record["episode_return_per_seed"] = np.asarray(means["episode_return_mean"]).tolist()
         return record
-
-    def close(self) -> None:
-        for sink in self.sinks:
-            sink.close()
 
 
 def seed_means(per_seed: dict) -> dict:

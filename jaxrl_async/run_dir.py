@@ -11,10 +11,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_async.metrics import to_jsonable
+from jaxrl_async.metrics import METRICS_FILE, to_jsonable
 
 CONFIG_FILE = "config.json"
-METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 
 

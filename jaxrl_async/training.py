@@ -1,12 +1,12 @@
-"""Training: `train(cfg)` runs the fused or the async mode over the shared host loop.
+"""Training: `train(cfg)` builds a run's pieces, opens its host side and runs the mode's loop.
 
     result = train(TrainConfig(env="CartPole-v1", total_timesteps=500_000))
     result.summary["final_eval_return_mean"]
 
-Fused mode: the iterations between two host syncs run as one jitted loop over
-`rollout.collect` + `algo.update`, vmapped over seeds (and, for sweeps, over
-hyperparameters); metrics are summed on the device. At each sync the host logs,
-evaluates and checkpoints as the schedule says (`run.py`).
+The loops (`fused.train_fused`, `async_train.train_async`) do only their mode's work and
+hand each host sync to the run's one sync step (`run.Run.sync`): metrics, evaluation,
+checkpoints, the stop request. This module picks the mode, restores a resumed run and
+writes `summary.json`.
 """
 
 from __future__ import annotations
@@ -17,22 +17,19 @@ import time
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async import checkpoint as ckpt
-from jaxrl_async import metrics as metrics_lib
 from jaxrl_async import run_dir as run_dir_lib
-from jaxrl_async.components import (Components, build, init_state, initial_states, iteration, over_seeds,
-                                    run_iterations, seed_keys, warm_up)
+from jaxrl_async.components import Components, build, initial_states
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.evaluate import EvalResult
-from jaxrl_async.run import Run, TrainingDiverged, check_finite, chunk_plan, sync_points
+from jaxrl_async.fused import train_fused
+from jaxrl_async.run import Run, TrainingDiverged
 from jaxrl_async.sharding import Placement
 from jaxrl_async.types import TrainState
 
-__all__ = ["Components", "Run", "TrainResult", "TrainingDiverged", "build", "check_finite", "chunk_plan",
-           "init_state", "iteration", "over_seeds", "run_iterations", "seed_keys", "sync_points", "train"]
+__all__ = ["TrainResult", "TrainingDiverged", "load_resume", "make_summary", "train"]
 
 
 @dataclasses.dataclass
@@ -42,44 +39,6 @@ class TrainResult:
     run_dir: str | None
     eval_result: EvalResult | None = None
     completed: bool = True  # False when stopped early (Ctrl-C or stop_after_updates)
-
-
-def compile_fused(c: Components, state: TrainState, shardings: Any):
-    """AOT-compile `state, n -> (state, metric sums, diagnostics)` for any iteration count n
-    and warm it up with one iteration on a copy of the state; the state keeps its
-    placement (`shardings`) from call to call."""
-    def run_chunk(state, num_iterations):
-        state, sums, diagnostics = over_seeds(lambda s: run_iterations(c, s, num_iterations),
-                                              c.cfg.num_seeds)(state)
-        return jax.lax.with_sharding_constraint(state, shardings), sums, diagnostics
-
-    compiled = jax.jit(run_chunk, donate_argnums=0).lower(state, jnp.int32(1)).compile()
-    warm_up(compiled, state, jnp.int32(1))
-    return compiled
-
-
-def train_fused(run: Run, state: TrainState, stop_after: int | None = None) -> tuple[TrainState, dict]:
-    """Run the iterations between host syncs as single jit calls; donate the state between them."""
-    compile_start = time.perf_counter()
-    run_chunk = compile_fused(run.c, state, run.placement.shardings(state))
-    compile_s = time.perf_counter() - compile_start
-    train_s, done = 0.0, run.start_update
-    for point in run.remaining_points():
-        start = time.perf_counter()
-        new_state, sums, diagnostics = run_chunk(state, jnp.int32(point - done))
-        sums, diagnostics = jax.device_get((sums, diagnostics))
-        elapsed = time.perf_counter() - start
-        bad = np.asarray(diagnostics["first_nonfinite_update"])
-        check_finite({**sums, "params_finite": diagnostics["params_finite"]}, point,
-                     int(bad[bad >= 0].min()) if (bad >= 0).any() else None, run.last_checkpoint)
-        state, train_s = new_state, train_s + elapsed
-        record = run.window_record(metrics_lib.finalize(sums, point - done), point, point - done, elapsed)
-        done = point
-        stopping = run.should_stop(done, stop_after)
-        run.eval_result = run.after_sync(state, done, record, stopping=stopping) or run.eval_result
-        if stopping:
-            break
-    return state, {"compile_s": compile_s, "train_s": train_s, "updates_done": done}
 
 
 def load_resume(cfg: TrainConfig, c: Components, template: TrainState) -> tuple[TrainState, dict]:
@@ -125,20 +84,16 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     if resume:
         state, saved = load_resume(cfg, c, state)
     state = placement.place(state)
-    run = Run(cfg, c, console=console, resume=saved, placement=placement)
     if console and placement.num_devices > 1:
         print(f"placement: {placement.describe()}", flush=True)
-    run.wall_start = wall_start
-    try:
-        with run.stop:
-            if cfg.mode == "fused":
-                state, timing = train_fused(run, state, stop_after_updates)
-            else:
-                from jaxrl_async.async_train import train_async  # the pipeline, only when asked for
+    with Run.create(cfg, c.evaluate, placement, console=console, resume=saved, stop_after=stop_after_updates,
+                    wall_start=wall_start) as run:
+        if cfg.mode == "fused":
+            state, timing = train_fused(c, run, state)
+        else:
+            from jaxrl_async.async_train import train_async  # the pipeline, only when asked for
 
-                state, timing = train_async(run, state, saved, stop_after_updates)
-    finally:
-        run.close()
+            state, timing = train_async(c, run, state, saved)
     timing["compile_s"] += init_s
     done = timing.pop("updates_done")
     if done < cfg.num_updates:
@@ -147,7 +102,7 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
                   f"jaxrl-async train --resume {run.run_dir}", flush=True)
         return TrainResult({"updates_done": done, "checkpoint": run.last_checkpoint}, state, run.run_dir,
                            completed=False)
-    summary = make_summary(cfg, state, run.eval_result, wall_s=time.perf_counter() - wall_start,
+    summary = make_summary(cfg, state, run.last_eval, wall_s=time.perf_counter() - wall_start,
                            updates_trained=done - run.start_update, best_eval_return=run.best_eval_return,
                            eval_checkpoint_s=run.host_s, devices=placement.num_devices,
                            sharding=placement.layout, **timing)
@@ -155,7 +110,7 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     if console:
         print(f"final greedy return {summary['final_eval_return_mean']:.2f} "
               f"(per seed {[round(r, 2) for r in summary['final_eval_return']]}); run dir {run.run_dir}")
-    return TrainResult(summary, state, run.run_dir, run.eval_result)
+    return TrainResult(summary, state, run.run_dir, run.last_eval)
 
 
 def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *, wall_s: float,

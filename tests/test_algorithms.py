@@ -28,7 +28,8 @@ from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.networks import make_policy
 from jaxrl_async.rollout import make_rollout
-from jaxrl_async.training import build, train
+from jaxrl_async.components import build
+from jaxrl_async.training import train
 from jaxrl_async.types import Trajectory
 from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved, learn_probe,  # tests/
                              probabilities, values)

@@ -3,7 +3,6 @@ the run directory it writes, and errors on the learner's side."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import threading
@@ -16,7 +15,10 @@ from jaxrl_async import run_dir as run_dir_lib
 from jaxrl_async.async_train import train_async
 from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
 from jaxrl_async.components import build, initial_states
-from jaxrl_async.training import Run, chunk_plan, train
+from jaxrl_async.run import Run
+from jaxrl_async.schedule import chunk_plan
+from jaxrl_async.sharding import Placement
+from jaxrl_async.training import train
 from jaxrl_async.types import Algorithm
 from learning_checks import CARTPOLE_SEEDS, assert_cartpole_solved  # tests/learning_checks.py
 
@@ -179,47 +181,42 @@ def _fail_at_update_3(update_count):
         raise LearnerFailure("learner update 3 failed")
 
 
+def _open_run(cfg, c, **kwargs) -> Run:
+    return Run.create(cfg, c.evaluate, Placement(cfg.devices, cfg.num_seeds, cfg.num_envs), console=False, **kwargs)
+
+
 def test_learner_exception_propagates_and_stops_the_actor(tmp_path):
     cfg = small_config(tmp_path / "failing", mode="async", lag="1")
-    run = Run(cfg, build(cfg), console=False)
-    try:
-        state = initial_states(run.c)
-        update = run.c.algo.update
+    c = build(cfg)
+    update = c.algo.update
 
-        def raising_update(learner, trajectory):
-            # fails when it runs, not when it is traced: the actor thread is running by then
-            jax.debug.callback(_fail_at_update_3, learner.update_count)
-            return update(learner, trajectory)
+    def raising_update(learner, trajectory):
+        # fails when it runs, not when it is traced: the actor thread is running by then
+        jax.debug.callback(_fail_at_update_3, learner.update_count)
+        return update(learner, trajectory)
 
-        run.c = run.c._replace(algo=Algorithm(run.c.algo.init, raising_update))
-        with pytest.raises(Exception, match="learner update 3 failed"):
-            train_async(run, state)
-    finally:
-        run.close()
+    c = c._replace(algo=Algorithm(c.algo.init, raising_update))
+    with _open_run(cfg, c) as run, pytest.raises(Exception, match="learner update 3 failed"):
+        train_async(c, run, initial_states(c))
     assert worker_threads() == []
 
 
 def test_learner_host_exception_propagates_unchanged(tmp_path):
     cfg = small_config(tmp_path / "failing_log", mode="async", lag="0", iterations_per_call=2)
-    run = Run(cfg, build(cfg), console=False)
-    try:
-        state = initial_states(run.c)
-        lines = []
+    c = build(cfg)
+    lines = []
 
-        class FailingSink:
-            def write(self, record):
-                lines.append(record)
-                if len(lines) == 2:
-                    raise LearnerFailure("metrics sink full")
+    class FailingSink:
+        def write(self, record):
+            lines.append(record)
+            if len(lines) == 2:
+                raise LearnerFailure("metrics sink full")
 
-            def close(self):
-                pass
+        def close(self):
+            pass
 
-        run.sinks.append(FailingSink())
-        with pytest.raises(LearnerFailure, match="metrics sink full"):
-            train_async(run, state)
-    finally:
-        run.close()
+    with _open_run(cfg, c, extra_sinks=[FailingSink()]) as run, pytest.raises(LearnerFailure, match="metrics sink full"):
+        train_async(c, run, initial_states(c))
     assert [line["iteration"] for line in lines] == [2, 4]
     assert worker_threads() == []
 

@@ -28,7 +28,8 @@ from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.cli import main
 from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
 from jaxrl_async.evaluate_run import evaluate_run
-from jaxrl_async.run import TrainingDiverged, intervals, sync_points
+from jaxrl_async.run import TrainingDiverged
+from jaxrl_async.schedule import intervals, sync_points
 from jaxrl_async.training import train
 
 NUM_UPDATES = 40

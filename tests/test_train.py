@@ -17,7 +17,10 @@ from jaxrl_async import run_dir as run_dir_lib
 from jaxrl_async.algorithms import sweep_hparams
 from jaxrl_async.components import warm_up
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.training import build, check_finite, chunk_plan, init_state, over_seeds, run_iterations, train
+from jaxrl_async.components import build, init_state, over_seeds, run_iterations
+from jaxrl_async.run import check_finite
+from jaxrl_async.schedule import chunk_plan
+from jaxrl_async.training import train
 
 NUM_UPDATES = 30  # enough that 'auto' chunks by 2, not 1
 HIGH_LR = 4e-3  # a learning rate the sweep test runs beside the config's

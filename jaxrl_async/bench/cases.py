@@ -20,7 +20,8 @@ from jaxrl_async.advantages import batched_gae, batched_vtrace
 from jaxrl_async.bench.measure import Timing, time_jitted
 from jaxrl_async.components import build, init_state
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.run import chunk_plan
+from jaxrl_async.metrics import METRICS_FILE
+from jaxrl_async.schedule import chunk_plan
 
 ENV_COUNTS = (1, 16, 256, 4096)
 ROLLOUT_ENVS = ("CartPole-v1", "Breakout-MinAtar")
@@ -128,7 +129,7 @@ def _timed_run(cfg: TrainConfig, tmp: str, **changes) -> tuple[dict, list[float]
                               checkpoint_interval=0, run_dir=os.path.join(tmp, str(len(os.listdir(tmp)))),
                               **changes)
     summary = train(cfg, console=False).summary
-    with open(os.path.join(cfg.run_dir, "metrics.jsonl"), encoding="utf-8") as f:
+    with open(os.path.join(cfg.run_dir, METRICS_FILE), encoding="utf-8") as f:
         windows = [json.loads(line)["steps_per_second"] for line in f]
     return summary, windows[1:] or windows
 

@@ -20,6 +20,7 @@ from importlib import metadata
 import jax
 
 from jaxrl_async.bench.cases import CASES
+from jaxrl_async.flags import parse
 from jaxrl_async.metrics import to_jsonable
 
 
@@ -107,8 +108,6 @@ def run(cfg: BenchConfig) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jaxrl_async.cli import parse
-
     cfg = parse(BenchConfig, sys.argv[1:] if argv is None else list(argv), "jaxrl-async bench")
     report = run(cfg)
     out = cfg.out or os.path.join("bench-results", f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}.json")

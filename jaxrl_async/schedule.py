@@ -1,0 +1,81 @@
+"""When a run syncs with the host, evaluates and checkpoints: a pure function of the config.
+
+The schedule is a list of host-sync points (updates done) fixed by the config, so
+an interrupted and resumed run syncs, evaluates and checkpoints at exactly the
+same updates as one that ran straight through, and writes the same metrics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from jaxrl_async.config import TrainConfig
+
+AUTO_SYNCS = 20  # host syncs per run when iterations_per_call is 'auto' ...
+MAX_AUTO_ITERATIONS = 50  # ... but at most this many iterations between them
+AUTO_EVALS = 10
+
+
+def chunk_plan(num_updates: int, iterations_per_call: int | str) -> list[int]:
+    """Iterations between host syncs (the log cadence): 'auto' about 20 syncs of at most
+    50 iterations; 'all' one call for the whole run."""
+    if iterations_per_call == "all":
+        return [num_updates]
+    k = iterations_per_call
+    if k == "auto":
+        k = min(max(1, math.ceil(num_updates / AUTO_SYNCS)), MAX_AUTO_ITERATIONS)
+    k = min(k, num_updates)
+    plan = [k] * (num_updates // k)
+    return plan + ([num_updates % k] if num_updates % k else [])
+
+
+def intervals(cfg: TrainConfig) -> tuple[int, int]:
+    """(eval_interval, checkpoint_interval) in updates; 0 = only at the end.
+
+    'auto' picks a multiple of the log cadence, so it adds no host syncs: about 10
+    evaluations per run (none before the end with iterations_per_call='all').
+    """
+    plan = chunk_plan(cfg.num_updates, cfg.iterations_per_call)
+    eval_every = cfg.eval_interval
+    if eval_every == "auto":
+        eval_every = 0 if len(plan) == 1 else plan[0] * max(1, round(len(plan) / AUTO_EVALS))
+    ckpt_every = eval_every if cfg.checkpoint_interval == "auto" else cfg.checkpoint_interval
+    return eval_every, ckpt_every
+
+
+def sync_points(cfg: TrainConfig) -> list[int]:
+    """Updates done at each host sync: the log cadence plus every eval and checkpoint point."""
+    n = cfg.num_updates
+    points = set(np.cumsum(chunk_plan(n, cfg.iterations_per_call)).tolist()) | {n}
+    for every in intervals(cfg):
+        if every:
+            points |= set(range(every, n + 1, every))
+    return sorted(points)
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """A run's host syncs and which of them evaluate and checkpoint (the final one does both)."""
+
+    num_updates: int
+    sync_points: tuple[int, ...]
+    eval_every: int  # 0: only at the end
+    checkpoint_every: int  # 0: only at the end
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig) -> "Schedule":
+        eval_every, checkpoint_every = intervals(cfg)
+        return cls(cfg.num_updates, tuple(sync_points(cfg)), eval_every, checkpoint_every)
+
+    def remaining(self, updates_done: int) -> list[int]:
+        """The sync points still ahead of a run that has done `updates_done` updates."""
+        return [point for point in self.sync_points if point > updates_done]
+
+    def is_eval_point(self, updates: int) -> bool:
+        return updates == self.num_updates or bool(self.eval_every and updates % self.eval_every == 0)
+
+    def is_checkpoint_point(self, updates: int) -> bool:
+        return updates == self.num_updates or bool(self.checkpoint_every and updates % self.checkpoint_every == 0)
