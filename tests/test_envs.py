@@ -16,10 +16,7 @@ from jaxrl_async.envs import (
     EpisodeStatistics,
     EpisodeStatsState,
     RunningMeanStd,
-    action_dim,
-    is_discrete,
     make_env,
-    observation_shape,
     register_env,
     registered_env_ids,
 )
@@ -74,10 +71,10 @@ def test_make_env_jit_vmap_reset_step(env_id):
     action_space = env.action_space(params)
     continuous = isinstance(action_space, spaces.Box)
     assert isinstance(env._env, ClipAction) == continuous
-    assert is_discrete(env, params) == (not continuous)
+    assert continuous or isinstance(action_space, spaces.Discrete)
     assert env.name == env.unwrapped.name
 
-    obs_shape = observation_shape(env, params)
+    obs_shape = env.observation_space(params).shape
     obs, state = jax.jit(_batched_reset, static_argnums=(0, 3))(
         env, params, jax.random.PRNGKey(0), NUM_ENVS
     )
@@ -119,13 +116,15 @@ def test_make_env_jit_vmap_reset_step(env_id):
     np.testing.assert_array_equal(info["episode_done"], terminated | truncated)
 
 
-def test_action_dim_and_observation_shape():
-    assert action_dim(*make_env("CartPole-v1")) == 2
-    assert action_dim(*make_env("Breakout-MinAtar")) == 3
-    assert action_dim(*make_env("Pendulum-v1")) == 1
-    assert action_dim(*make_env("Probe-ContinuousAction")) == 1
-    assert observation_shape(*make_env("Breakout-MinAtar")) == (10, 10, 4)
-    assert observation_shape(*make_env("Probe-TwoStep")) == (1,)
+@pytest.mark.parametrize("env_id, num_actions, action_shape, obs_shape", [
+    ("CartPole-v1", 2, (), (4,)), ("Breakout-MinAtar", 3, (), (10, 10, 4)),
+    ("Pendulum-v1", None, (1,), (3,)), ("Probe-TwoStep", 1, (), (1,)),
+])
+def test_the_wrappers_keep_the_spaces(env_id, num_actions, action_shape, obs_shape):
+    env, params = make_env(env_id)
+    action_space = env.action_space(params)
+    assert getattr(action_space, "n", None) == num_actions and tuple(action_space.shape) == action_shape
+    assert tuple(env.observation_space(params).shape) == obs_shape
 
 
 @pytest.mark.parametrize(

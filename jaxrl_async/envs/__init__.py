@@ -16,14 +16,7 @@ from jaxrl_async.envs.probes import (
     TruncationProbe,
     TwoStepProbe,
 )
-from jaxrl_async.envs.registry import (
-    action_dim,
-    is_discrete,
-    make_env,
-    observation_shape,
-    register_env,
-    registered_env_ids,
-)
+from jaxrl_async.envs.registry import make_env, register_env, registered_env_ids
 from jaxrl_async.envs.wrappers import (
     ClipAction,
     EpisodeStatistics,
@@ -52,10 +45,7 @@ __all__ = [
     "TruncationProbe",
     "TwoStepProbe",
     "Wrapper",
-    "action_dim",
-    "is_discrete",
     "make_env",
-    "observation_shape",
     "register_env",
     "registered_env_ids",
 ]

@@ -118,31 +118,3 @@ def make_env(env_id: str, **env_kwargs: Any) -> tuple[Any, Any]:
     if isinstance(env.action_space(params), spaces.Box):
         env = ClipAction(env)
     return EpisodeStatistics(env), params
-
-
-def is_discrete(env: Any, params: Any = None) -> bool:
-    """Whether `env`'s action space is `Discrete`."""
-    params = env.default_params if params is None else params
-    return isinstance(env.action_space(params), spaces.Discrete)
-
-
-def action_dim(env: Any, params: Any = None) -> int:
-    """Number of discrete actions, or the flat size of a `Box` action."""
-    params = env.default_params if params is None else params
-    space = env.action_space(params)
-    if isinstance(space, spaces.Discrete):
-        return int(space.n)
-    if isinstance(space, spaces.Box):
-        size = 1
-        for dim in space.shape:
-            size *= int(dim)
-        return size
-    raise ValueError(
-        f"action_dim supports Discrete and Box action spaces; {env.name} has {space!r}"
-    )
-
-
-def observation_shape(env: Any, params: Any = None) -> tuple[int, ...]:
-    """Shape of one observation, from the env's observation space."""
-    params = env.default_params if params is None else params
-    return tuple(int(dim) for dim in env.observation_space(params).shape)
