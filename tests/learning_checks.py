@@ -20,6 +20,11 @@ from jaxrl_async.training import train
 PROBE_SEEDS = 4  # vmapped in one program: about the cost of one seed on these tiny networks
 
 
+def assert_every_seed_close(actual, expected, atol: float) -> None:
+    """`actual` [S, N] (every seed's values at N observations) against `expected` [N] or a scalar."""
+    np.testing.assert_allclose(actual, np.broadcast_to(expected, np.shape(actual)), atol=atol)
+
+
 def learn_probe(tiny_config, env_id, *, gamma=0.99, algo="ppo", **learner):
     """About 3.8k steps per seed with a 16-unit net; returns (policy, params [S, ...], summary).
     `learner` overrides the learner config's fields beyond these."""

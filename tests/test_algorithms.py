@@ -31,8 +31,8 @@ from jaxrl_async.rollout import make_rollout
 from jaxrl_async.components import build
 from jaxrl_async.training import train
 from jaxrl_async.types import Trajectory
-from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved, learn_probe,  # tests/
-                             probabilities, values)
+from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved,  # tests/learning_checks.py
+                             assert_every_seed_close, learn_probe, probabilities, values)
 
 # losses against references computed here: full float32 matmuls on any backend (conftest.py);
 # the learning tests below then run at float32 on a GPU too, which changes nothing they assert
@@ -401,14 +401,14 @@ def learn(tiny_config, algo, baseline, env_id, gamma=0.99):
 @pytest.mark.parametrize("algo,baseline", LEARNERS)
 def test_constant_reward_value_is_one(tiny_config, algo, baseline):
     policy, params, _ = learn(tiny_config, algo, baseline, "Probe-ConstantReward")
-    np.testing.assert_allclose(values(policy, params, [0.0]), [1.0], atol=TOLERANCE)
+    assert_every_seed_close(values(policy, params, [0.0]), [1.0], atol=TOLERANCE)
 
 
 @pytest.mark.parametrize("algo,baseline", LEARNERS)
 def test_two_step_value_is_discounted_once(tiny_config, algo, baseline):
     gamma = 0.5
     policy, params, _ = learn(tiny_config, algo, baseline, "Probe-TwoStep", gamma=gamma)
-    np.testing.assert_allclose(values(policy, params, [0.0, 1.0]), [gamma, 1.0], atol=TOLERANCE)
+    assert_every_seed_close(values(policy, params, [0.0, 1.0]), [gamma, 1.0], atol=TOLERANCE)
 
 
 @pytest.mark.parametrize("algo,baseline", LEARNERS)
@@ -416,14 +416,14 @@ def test_truncation_is_not_termination(tiny_config, algo, baseline):
     """V = 1 / (1 - gamma) = 2 in every state; a time limit treated as terminal gives 1.0 on the last."""
     gamma = 0.5
     policy, params, _ = learn(tiny_config, algo, baseline, "Probe-Truncation", gamma=gamma)
-    np.testing.assert_allclose(values(policy, params, np.arange(10) / 10), 1.0 / (1.0 - gamma), atol=TOLERANCE)
+    assert_every_seed_close(values(policy, params, np.arange(10) / 10), 1.0 / (1.0 - gamma), atol=TOLERANCE)
 
 
 @pytest.mark.parametrize("algo,baseline", POLICY_LEARNERS)
 def test_action_reward_policy_picks_action_one(tiny_config, algo, baseline):
     policy, params, summary = learn(tiny_config, algo, baseline, "Probe-ActionReward")
     assert np.all(probabilities(policy, params, [0.0])[:, 0, 1] > 0.9)
-    np.testing.assert_allclose(values(policy, params, [0.0]), [1.0], atol=TOLERANCE)
+    assert_every_seed_close(values(policy, params, [0.0]), [1.0], atol=TOLERANCE)
     assert summary["final_eval_return"] == [1.0] * PROBE_SEEDS  # greedy, every seed
 
 
@@ -432,7 +432,7 @@ def test_obs_action_reward_policy_matches_the_sign(tiny_config, algo, baseline):
     policy, params, summary = learn(tiny_config, algo, baseline, "Probe-ObsActionReward")
     probs = probabilities(policy, params, [1.0, -1.0])
     assert np.all(probs[:, 0, 1] > 0.9) and np.all(probs[:, 1, 0] > 0.9)
-    np.testing.assert_allclose(values(policy, params, [1.0, -1.0]), [1.0, 1.0], atol=TOLERANCE)
+    assert_every_seed_close(values(policy, params, [1.0, -1.0]), [1.0, 1.0], atol=TOLERANCE)
     assert summary["final_eval_return"] == [1.0] * PROBE_SEEDS
 
 

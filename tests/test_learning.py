@@ -12,33 +12,33 @@ import numpy as np
 import pytest
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.training import train
-from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved, gaussian_means,  # tests/
-                             probabilities, values)
-from learning_checks import learn_probe as learn
+from learning_checks import learn_probe as learn  # tests/learning_checks.py
+from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved, assert_every_seed_close,
+                             gaussian_means, probabilities, values)
 
 TOLERANCE = 0.1
 
 
 def test_constant_reward_value_is_one(tiny_config):
     policy, params, _ = learn(tiny_config, "Probe-ConstantReward")
-    np.testing.assert_allclose(values(policy, params, [0.0]), [1.0], atol=TOLERANCE)
+    assert_every_seed_close(values(policy, params, [0.0]), [1.0], atol=TOLERANCE)
 
 
 def test_obs_reward_value_follows_the_observation(tiny_config):
     policy, params, _ = learn(tiny_config, "Probe-ObsReward")
-    np.testing.assert_allclose(values(policy, params, [1.0, -1.0]), [1.0, -1.0], atol=TOLERANCE)
+    assert_every_seed_close(values(policy, params, [1.0, -1.0]), [1.0, -1.0], atol=TOLERANCE)
 
 
 def test_two_step_value_is_discounted_once(tiny_config):
     gamma = 0.5
     policy, params, _ = learn(tiny_config, "Probe-TwoStep", gamma=gamma)
-    np.testing.assert_allclose(values(policy, params, [0.0, 1.0]), [gamma, 1.0], atol=TOLERANCE)
+    assert_every_seed_close(values(policy, params, [0.0, 1.0]), [gamma, 1.0], atol=TOLERANCE)
 
 
 def test_action_reward_policy_picks_action_one(tiny_config):
     policy, params, summary = learn(tiny_config, "Probe-ActionReward")
     assert np.all(probabilities(policy, params, [0.0])[:, 0, 1] > 0.9)
-    np.testing.assert_allclose(values(policy, params, [0.0]), [1.0], atol=TOLERANCE)
+    assert_every_seed_close(values(policy, params, [0.0]), [1.0], atol=TOLERANCE)
     assert summary["final_eval_return"] == [1.0] * PROBE_SEEDS  # greedy, every seed
 
 
@@ -46,7 +46,7 @@ def test_obs_action_reward_policy_matches_the_sign(tiny_config):
     policy, params, summary = learn(tiny_config, "Probe-ObsActionReward")
     probs = probabilities(policy, params, [1.0, -1.0])
     assert np.all(probs[:, 0, 1] > 0.9) and np.all(probs[:, 1, 0] > 0.9)
-    np.testing.assert_allclose(values(policy, params, [1.0, -1.0]), [1.0, 1.0], atol=TOLERANCE)
+    assert_every_seed_close(values(policy, params, [1.0, -1.0]), [1.0, 1.0], atol=TOLERANCE)
     assert summary["final_eval_return"] == [1.0] * PROBE_SEEDS
 
 
@@ -56,13 +56,13 @@ def test_truncation_is_not_termination(tiny_config):
     policy, params, _ = learn(tiny_config, "Probe-Truncation", gamma=gamma)
     observations = np.arange(10) / 10  # the states acted in: time / max_steps, 10 steps
     # treating the limit as terminal would give 1.0, 1.5, 1.75, ... from the end
-    np.testing.assert_allclose(values(policy, params, observations), 1.0 / (1.0 - gamma), atol=TOLERANCE)
+    assert_every_seed_close(values(policy, params, observations), 1.0 / (1.0 - gamma), atol=TOLERANCE)
 
 
 def test_continuous_action_mean_goes_to_one(tiny_config):
     policy, params, summary = learn(tiny_config, "Probe-ContinuousAction")
-    np.testing.assert_allclose(gaussian_means(policy, params, [0.0]), 1.0, atol=TOLERANCE)
-    np.testing.assert_allclose(values(policy, params, [0.0]), 0.0, atol=TOLERANCE)
+    assert_every_seed_close(gaussian_means(policy, params, [0.0]), 1.0, atol=TOLERANCE)
+    assert_every_seed_close(values(policy, params, [0.0]), 0.0, atol=TOLERANCE)
     # reward -(a - 1)^2 of the mean, every seed
     assert min(summary["final_eval_return"]) > -TOLERANCE**2, summary["final_eval_return"]
 
