@@ -106,6 +106,28 @@ def update(quick: bool, repeats: int) -> dict:
     return {"update/ppo/CartPole-v1/4x128": row}
 
 
+def gae_placement(quick: bool, repeats: int) -> dict:
+    """Where GAE belongs: its cost beside the rollout (which computes it today, on the actor's side
+    in the async mode) and the update (whose critical path it would join if the learner's batch
+    function computed it). The fused mode runs both in one program either way."""
+    results = {}
+    for num_envs in (4,) if quick else (4, 64):
+        c = build(TrainConfig(num_envs=num_envs, num_steps=128, total_timesteps=num_envs * 128))
+        state = jax.jit(functools.partial(init_state, c))(jax.random.PRNGKey(0))
+        _, trajectory = jax.jit(c.rollout.collect)(state.learner.params, state.rollout)
+        gae = time_jitted(lambda t: batched_gae(t.reward, 0.99 * (1.0 - t.terminated), t.value,
+                                                t.bootstrap_value, 0.95 * (1.0 - t.truncated)),
+                          trajectory, repeats=repeats * 4)
+        collect = time_jitted(c.rollout.collect, state.learner.params, state.rollout, repeats=repeats * 4)
+        learn = time_jitted(lambda learner, traj: c.algo.update(learner, traj)[0], state.learner, trajectory,
+                            repeats=repeats * 4)
+        results[f"gae_placement/CartPole-v1/{num_envs}x128"] = {
+            "gae_ms": 1e3 * gae.median, "collect_ms": 1e3 * collect.median, "update_ms": 1e3 * learn.median,
+            "gae_share_of_collect": gae.median / collect.median,
+            "gae_share_of_update": gae.median / learn.median}
+    return results
+
+
 # End to end: through train(), as a user runs it. Variants are run round-robin so that
 # drift in the machine's speed hits each of them alike.
 REFERENCE = dict(env="CartPole-v1", num_envs=4, num_steps=128, total_timesteps=500_000)
@@ -235,6 +257,7 @@ def compile_cache(quick: bool, repeats: int) -> dict:
 
 
 CASES = {"env_step": env_step, "rollout": rollout, "advantages": advantages, "update": update,
+         "gae_placement": gae_placement,
          "end_to_end": end_to_end, "devices": devices, "compile_cache": compile_cache}
 
 __all__ = ["CASES", "Timing"]

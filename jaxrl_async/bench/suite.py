@@ -71,6 +71,9 @@ def headline(row: dict) -> tuple[str, float | None, str]:
         if unit in row:
             r = row[unit]
             return unit.replace("_per_second", "/s"), r["median"], f"{r['min']:,.0f}..{r['max']:,.0f}"
+    if "gae_share_of_update" in row:
+        return "% GAE / update", 100 * row["gae_share_of_update"], (
+            f"{row['gae_ms']:.3f} / {row['update_ms']:.2f} ms, collect {row['collect_ms']:.2f} ms")
     if "speedup" in row:
         return "x faster compile", row["speedup"], f"{row['cold_compile_s']:.2f}s -> {row['warm_compile_s']:.2f}s"
     return "", None, ""
