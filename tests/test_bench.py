@@ -23,13 +23,16 @@ def test_quick_run_writes_every_case(quick_report):
     assert meta["versions"]["jax"] and meta["config"]["quick"] is True
     results = report["results"]
     prefixes = {key.split("/")[0] for key in results}
-    assert prefixes == {"env_step", "rollout", "advantages", "update", "e2e", "devices", "compile_cache"}
+    assert prefixes == {"env_step", "rollout", "advantages", "update", "gae_placement", "e2e", "devices",
+                        "compile_cache"}
     for key, row in results.items():
         if key.startswith(("env_step", "rollout", "advantages", "update")):
             assert row["compile_s"] > 0 and row["repeats"] >= 2
             unit = next(u for u in ("steps_per_second", "samples_per_second", "transitions_per_second") if u in row)
             assert 0 < row[unit]["min"] <= row[unit]["median"] <= row[unit]["max"]
     assert results["rollout/CartPole-v1/envs=16"]["ratio_to_raw_env"] > 0
+    gae = results["gae_placement/CartPole-v1/4x128"]
+    assert 0 < gae["gae_ms"] < gae["collect_ms"] and gae["gae_share_of_update"] == pytest.approx(gae["gae_ms"] / gae["update_ms"])
     for lag in ("0", "1", "latest"):
         row = results[f"e2e/4x128/async-lag{lag}/seeds=1"]
         assert row["ratio_to_fused"] > 0 and row["overlap_efficiency"] > 0
