@@ -215,8 +215,9 @@ def test_learner_host_exception_propagates_unchanged(tmp_path):
         def close(self):
             pass
 
-    with _open_run(cfg, c, extra_sinks=[FailingSink()]) as run, pytest.raises(LearnerFailure, match="metrics sink full"):
-        train_async(c, run, initial_states(c))
+    with _open_run(cfg, c, extra_sinks=[FailingSink()]) as run:
+        with pytest.raises(LearnerFailure, match="metrics sink full"):
+            train_async(c, run, initial_states(c))
     assert [line["iteration"] for line in lines] == [2, 4]
     assert worker_threads() == []
 
