@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 import tyro  # noqa: E402
 
 from jaxrl_async import TrainConfig  # noqa: E402
+from jaxrl_async.run_dir import METRICS_FILE  # noqa: E402
 
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult
@@ -183,7 +184,7 @@ def run_study(cfg: TrainConfig, name: str, out_dir: str | None = None, *, consol
     if out_dir is None:
         out_dir = default_run_dir(name)
     result = train(dataclasses.replace(cfg, run_dir=out_dir), console=console)
-    env_steps, returns = curve_from_metrics(os.path.join(result.run_dir, "metrics.jsonl"))
+    env_steps, returns = curve_from_metrics(os.path.join(result.run_dir, METRICS_FILE))
     plot_learning_curve(env_steps, returns, os.path.join(result.run_dir, CURVE_FILE),
                         title=f"{name}: {cfg.env}")
     print_table(STUDY_COLUMNS, [study_row(result.summary)])
@@ -199,11 +200,12 @@ def study_main(config: TrainConfig, name: str, argv: list[str] | None, defaults:
 
 
 def run_script(main) -> None:
-    """Run a script's `main` with the commands' CPU settings (jaxrl_async/runtime.py), applied before
-    JAX starts; one device, since the seeds are vmapped."""
-    from jaxrl_async import configure_cpu_runtime
+    """Run a script's `main` with the commands' settings (jaxrl_async/runtime.py), applied before
+    JAX starts: one device, since the seeds are vmapped, and the persistent compilation cache."""
+    from jaxrl_async.runtime import configure_compilation_cache, configure_cpu_runtime
 
     configure_cpu_runtime(expose_cores=False)
+    configure_compilation_cache()
     main()
 
 

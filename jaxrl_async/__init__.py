@@ -21,6 +21,7 @@ _PUBLIC = {
     "make_env": "jaxrl_async.envs",
     "registered_env_ids": "jaxrl_async.envs",
     "configure_cpu_runtime": "jaxrl_async.runtime",
+    "configure_compilation_cache": "jaxrl_async.runtime",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -35,6 +35,9 @@ class TrainCommand:
     resume: str | None = None
     """Continue the run in this directory from its latest checkpoint; other flags override its
     config where that is safe (e.g. --total-timesteps to extend it)."""
+    compilation_cache: str | None = None
+    """Persistent XLA compilation cache: a directory, or 'off'; default $JAX_COMPILATION_CACHE_DIR,
+    else $XDG_CACHE_HOME/jaxrl_async/xla (a second start of the same config loads instead of compiling)."""
     debug: bool = False
     """Show the full traceback of an error."""
 
@@ -53,6 +56,9 @@ class EvalCommand:
     """Sample actions instead of taking the greedy one."""
     seed: int = 0
     """Seed of the evaluation envs."""
+    compilation_cache: str | None = None
+    """Persistent XLA compilation cache: a directory, or 'off'; default $JAX_COMPILATION_CACHE_DIR,
+    else $XDG_CACHE_HOME/jaxrl_async/xla (a second start of the same config loads instead of compiling)."""
     debug: bool = False
     """Show the full traceback of an error."""
 
@@ -90,7 +96,10 @@ def train_command(args: list[str]) -> int:
     config = command.config
     if command.resume is not None:
         config = dataclasses.replace(config, run_dir=command.resume)
-    from jaxrl_async.training import train  # JAX starts only once the flags are valid
+    from jaxrl_async.runtime import configure_compilation_cache  # JAX starts only once the flags are valid
+    from jaxrl_async.training import train
+
+    configure_compilation_cache(command.compilation_cache)
 
     try:
         result = train(config, resume=command.resume is not None)
@@ -105,6 +114,9 @@ def eval_command(args: list[str]) -> int:
     prog = "jaxrl-async eval"
     command = parse(EvalCommand, args, prog)
     from jaxrl_async.evaluate_run import evaluate_run  # JAX starts only once the flags are valid
+    from jaxrl_async.runtime import configure_compilation_cache
+
+    configure_compilation_cache(command.compilation_cache)
 
     try:
         report = evaluate_run(command.run_dir, checkpoint=command.checkpoint, episodes=command.episodes,

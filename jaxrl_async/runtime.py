@@ -1,5 +1,5 @@
-"""Process-wide JAX settings for the CPU, applied by the commands (and the test suite) before
-JAX starts its backends — never at library import.
+"""Process-wide JAX settings, applied by the commands (and the test suite) before JAX starts
+its backends or compiles anything — never at library import.
 
 - Every CPU core becomes a JAX device (`jax_num_cpu_devices`), so seeds can be sharded
   over the cores (`sharding.py`).
@@ -10,7 +10,13 @@ JAX starts its backends — never at library import.
   QR (the orthogonal initialiser under vmap) waiting on its own thread pool — which
   `components.initial_states` avoids by initialising seeds with `lax.map`.
 
-Library users who start JAX themselves can call `configure_cpu_runtime()` first.
+
+The compilation is paid once: `configure_compilation_cache` turns on JAX's persistent
+compilation cache, so a second start of the same config loads its executables instead of
+compiling them (`jaxrl-async train` and `eval`, and the experiment scripts, do it by default).
+
+Library users who start JAX themselves can call `configure_cpu_runtime()` and
+`configure_compilation_cache()` first.
 """
 
 from __future__ import annotations
@@ -39,3 +45,32 @@ def configure_cpu_runtime(expose_cores: bool = True) -> None:
                 warnings.warn(f"configure_cpu_runtime: JAX had already started with {devices} CPU device(s), "
                               f"so seeds cannot be spread over all {cores} cores in this process; call it "
                               "before anything uses JAX", RuntimeWarning, stacklevel=2)
+
+
+COMPILATION_CACHE_OFF = "off"
+
+
+def default_compilation_cache_dir() -> str:
+    """`$XDG_CACHE_HOME/jaxrl_async/xla`, `~/.cache/jaxrl_async/xla` where XDG_CACHE_HOME is unset."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "jaxrl_async", "xla")
+
+
+def configure_compilation_cache(setting: str | None = None) -> str | None:
+    """Use JAX's persistent compilation cache for this process; return its directory (None: off).
+
+    Args:
+      setting: a directory; 'off'; or None for the default: `$JAX_COMPILATION_CACHE_DIR` where
+        set (JAX's own variable: the caller chose), else `default_compilation_cache_dir()`.
+    """
+    if setting == COMPILATION_CACHE_OFF:
+        jax.config.update("jax_enable_compilation_cache", False)
+        return None
+    path = setting or os.environ.get("JAX_COMPILATION_CACHE_DIR") or default_compilation_cache_dir()
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    # every program, also those compiling in under JAX's default second (evaluation, initialisation):
+    # together they are a large part of a small run's start
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    return path

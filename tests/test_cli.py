@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -66,3 +68,29 @@ def test_tiny_train_writes_the_run_directory(capsys, tmp_path):
     assert main(["train", "--env", "Probe-ConstantReward", "--num-envs", "2", "--num-steps", "4",
                  "--total-timesteps", "16", "--num-minibatches", "2", "--run-dir", str(run_dir)]) == 2
     assert "already holds a run" in _error_line(capsys)
+
+
+TINY_RUN = ["--env", "Probe-ConstantReward", "--num-envs", "2", "--num-steps", "4", "--total-timesteps", "16",
+            "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "8", "--eval-episodes", "2"]
+
+
+def _train_in_a_new_process(run_dir, cache_home, *flags):
+    """`jaxrl-async train` as a user starts it: a fresh process whose user cache is `cache_home`
+    (the suite's own JAX_COMPILATION_CACHE_DIR removed from its environment)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(cache_home)
+    done = subprocess.run([sys.executable, "-m", "jaxrl_async.cli", "train", *TINY_RUN, "--run-dir", str(run_dir),
+                           *flags], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+
+
+def test_compilation_is_cached_in_the_user_cache_dir_and_paid_once(tmp_path):
+    cache = tmp_path / "home-cache" / "jaxrl_async" / "xla"
+    _train_in_a_new_process(tmp_path / "first", tmp_path / "home-cache")
+    first = sorted(os.listdir(cache))
+    assert first, "the first start should write its executables to the cache"
+    # a second start of the same config loads every program: nothing new is compiled
+    _train_in_a_new_process(tmp_path / "second", tmp_path / "home-cache")
+    assert sorted(os.listdir(cache)) == first
+    _train_in_a_new_process(tmp_path / "off", tmp_path / "other-cache", "--compilation-cache", "off")
+    assert not (tmp_path / "other-cache" / "jaxrl_async").exists()

@@ -21,6 +21,7 @@ import jax
 
 from jaxrl_async.bench.cases import CASES
 from jaxrl_async.flags import parse
+from jaxrl_async.runtime import configure_compilation_cache
 from jaxrl_async.metrics import to_jsonable
 
 
@@ -29,7 +30,7 @@ class BenchConfig:
     """Microbenchmarks and end-to-end throughput, each measured after compilation, repeated."""
 
     only: tuple[str, ...] = ()
-    """Cases to run (default all): env_step rollout advantages update end_to_end devices compile_cache."""
+    """Cases to run (default all): env_step rollout advantages update gae_placement end_to_end devices compile_cache."""
     quick: bool = False
     """Tiny sizes and budgets: a smoke run of every code path."""
     repeats: int = 5
@@ -38,6 +39,9 @@ class BenchConfig:
     """JSON file for the results; default bench-results/bench-<timestamp>.json."""
     compare: str | None = None
     """An earlier results JSON: print each measurement's ratio new/old."""
+    compilation_cache: str | None = None
+    """Persistent XLA compilation cache: a directory, or 'off'. Default: none, unlike `train`, so
+    that every compile_s is a cold compile (the compile_cache case measures the cache itself)."""
 
     def __post_init__(self):
         unknown = [c for c in self.only if c not in CASES]
@@ -112,6 +116,8 @@ def run(cfg: BenchConfig) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = parse(BenchConfig, sys.argv[1:] if argv is None else list(argv), "jaxrl-async bench")
+    if cfg.compilation_cache is not None:
+        configure_compilation_cache(cfg.compilation_cache)
     report = run(cfg)
     out = cfg.out or os.path.join("bench-results", f"bench-{datetime.datetime.now():%Y%m%d-%H%M%S}.json")
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
