@@ -38,14 +38,14 @@ class LearnerHyperparams:
 def sweep_hparams(cfg, seeds_per_point: int, **axes: Sequence[float]) -> tuple[LearnerHyperparams, list[dict]]:
     """Hyperparameters for a sweep vmapped inside one jit: every grid point, `seeds_per_point` seeds each.
 
-        hparams, points = sweep_hparams(cfg.ppo, 4, learning_rate=[1e-4, 3e-4, 1e-3, 3e-3])
+        hparams, points = sweep_hparams(cfg.learner, 4, learning_rate=[1e-4, 3e-4, 1e-3, 3e-3])
         train(dataclasses.replace(cfg, num_seeds=len(points) * 4), hparams=hparams)
 
     Seed index `i` trains grid point `points[i // seeds_per_point]`; every seed still
     has its own key (`fold_in(seed, i)`), so each point's seeds are independent.
 
     Args:
-      cfg: the learner config (`TrainConfig.ppo`); it gives every field not swept.
+      cfg: the learner config (`TrainConfig.learner`); it gives every field not swept.
       seeds_per_point: seeds trained at each grid point.
       **axes: field name (`learning_rate`, `ent_coef`, `vf_coef`, `clip_eps`) ->
         its values; several fields sweep their product (the first field varies slowest).

@@ -1,6 +1,6 @@
 """Proximal Policy Optimisation (Schulman et al. 2017) as an `Algorithm(init, update)`.
 
-    ppo = make_ppo(cfg.ppo, policy, num_updates=..., batch_size=...)
+    ppo = make_ppo(cfg.learner, policy, num_updates=..., batch_size=...)
     learner = ppo.init(key)
     learner, metrics = ppo.update(learner, trajectory)
 
@@ -25,7 +25,7 @@ def make_ppo(cfg, policy: Policy, *, num_updates: int, batch_size: int) -> Algor
     """PPO for a policy and a rollout of `batch_size = T * B` transitions.
 
     Args:
-      cfg: learner hyperparameters (`PPOConfig`).
+      cfg: learner hyperparameters (`LearnerConfig`).
       policy: the actor-critic's pure functions.
       num_updates: iterations in the run (for linear learning-rate annealing).
       batch_size: transitions per trajectory; `cfg.num_minibatches` must divide it.
