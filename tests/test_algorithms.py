@@ -364,6 +364,23 @@ def test_update_is_deterministic(setup, algo):
     assert not np.array_equal(jax.tree.leaves(first.params)[0], jax.tree.leaves(other.params)[0])
 
 
+@pytest.mark.parametrize("algo, num_minibatches, rule", [
+    ("a2c", 5, "num_envs*num_steps=96"),
+    ("impala", 3, "num_envs=4"),  # whole env sequences: 96 transitions would split in 3, 4 sequences do not
+])
+def test_config_and_learner_refuse_uneven_minibatches_with_one_message(setup, algo, num_minibatches, rule):
+    """One rule (`config.check_minibatches`): the config refuses the setting, and a learner built
+    without a TrainConfig refuses the trajectory at its first update, in the same words."""
+    cfg = LearnerConfig(num_minibatches=num_minibatches)
+    with pytest.raises(ValueError) as from_config:
+        TrainConfig(algo=algo, num_envs=NUM_ENVS, num_steps=NUM_STEPS, learner=cfg)
+    learner_algo = MAKERS[algo](cfg, setup["policy"], num_updates=1)
+    with pytest.raises(ValueError) as from_learner:
+        jax.jit(learner_algo.update)(learner_algo.init(jax.random.PRNGKey(0)), setup["traj"])
+    assert str(from_learner.value) == str(from_config.value)
+    assert str(from_config.value).startswith(f"num_minibatches={num_minibatches} must divide {rule}: ")
+
+
 @pytest.mark.parametrize("algo", ALGOS)
 def test_train_fused_is_deterministic_and_async_runs(tiny_config, algo):
     """Same seed, same digest; the async pipeline (lag 1, or latest for IMPALA) trains too."""

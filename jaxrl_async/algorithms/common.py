@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from jaxrl_async.config import check_minibatches
 from jaxrl_async.networks import Policy
 from jaxrl_async.optimizer import make_optimizer, sgd_step
 from jaxrl_async.types import Algorithm, LearnerState, Trajectory
@@ -105,8 +106,9 @@ def make_learner(cfg, policy: Policy, loss_fn: LossFn, batch_fn: BatchFn, *, num
         if cfg.anneal_lr:
             learning_rate = learning_rate * (1.0 - learner.update_count.astype(jnp.float32) / num_updates)
         batch, batch_size, batch_metrics = batch_fn(trajectory)
-        if batch_size % cfg.num_minibatches:
-            raise ValueError(f"num_minibatches={cfg.num_minibatches} must divide the batch of {batch_size}")
+        num_steps, num_envs = trajectory.reward.shape
+        # batch_fn's rows are transitions (T * B) or whole env sequences (B); at T = 1 both rules agree
+        check_minibatches(cfg.num_minibatches, batch_size, whole_sequences=batch_size != num_steps * num_envs)
 
         def minibatch_step(carry, minibatch):
             params, opt_state = carry
