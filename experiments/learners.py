@@ -18,7 +18,7 @@ import os
 import tyro
 
 from experiments.common import curve_from_metrics, default_run_dir, greedy_summary, plot_curves, print_table, run_script
-from jaxrl_async import PPOConfig, TrainConfig
+from jaxrl_async import LearnerConfig, TrainConfig
 
 ALGOS = ("ppo", "a2c", "reinforce", "impala")
 BUDGETS = {"CartPole-v1": 300_000, "Acrobot-v1": 500_000}  # env steps per seed
@@ -27,8 +27,8 @@ BUDGETS = {"CartPole-v1": 300_000, "Acrobot-v1": 500_000}  # env steps per seed
 def learner_config(env: str, algo: str, total_timesteps: int, num_seeds: int) -> TrainConfig:
     return TrainConfig(env=env, algo=algo, num_envs=8, num_steps=32, total_timesteps=total_timesteps,
                        num_seeds=num_seeds,
-                       ppo=PPOConfig(update_epochs=4, num_minibatches=4, learning_rate=5e-4,
-                                     gae_lambda=1.0 if algo == "impala" else 0.95))
+                       learner=LearnerConfig(update_epochs=4, num_minibatches=4, learning_rate=5e-4,
+                                             gae_lambda=1.0 if algo == "impala" else 0.95))
 
 
 @dataclasses.dataclass(frozen=True)

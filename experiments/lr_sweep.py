@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None):
     from jaxrl_async import sweep_hparams, train  # after the CPU settings, see experiments/common.py
 
     args = tyro.cli(Args, args=argv, description=__doc__)
-    hparams, points = sweep_hparams(CONFIG.ppo, args.seeds_per_lr, learning_rate=args.learning_rates)
+    hparams, points = sweep_hparams(CONFIG.learner, args.seeds_per_lr, learning_rate=args.learning_rates)
     cfg = dataclasses.replace(CONFIG, total_timesteps=args.total_timesteps, num_seeds=hparams.learning_rate.shape[0],
                               run_dir=default_run_dir("lr_sweep") if args.run_dir is None else args.run_dir)
     result = train(cfg, hparams=hparams)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from experiments.common import StudyArgs, run_script, study_main
-from jaxrl_async import NetworkConfig, PPOConfig, TrainConfig
+from jaxrl_async import LearnerConfig, NetworkConfig, TrainConfig
 
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult
@@ -22,8 +22,8 @@ CONFIG = TrainConfig(
     network=NetworkConfig(torso="mlp"),
     # a large learning rate with a short GAE horizon and tight clipping: the settings that
     # get past the early plateau (~6, the paddle's first few hits) within 1M steps
-    ppo=PPOConfig(update_epochs=4, num_minibatches=8, learning_rate=2.5e-3, gae_lambda=0.8, clip_eps=0.1,
-                  ent_coef=0.001),
+    learner=LearnerConfig(update_epochs=4, num_minibatches=8, learning_rate=2.5e-3, gae_lambda=0.8, clip_eps=0.1,
+                          ent_coef=0.001),
 )
 
 

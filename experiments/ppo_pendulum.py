@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from experiments.common import StudyArgs, run_script, study_main
-from jaxrl_async import NetworkConfig, PPOConfig, TrainConfig
+from jaxrl_async import LearnerConfig, NetworkConfig, TrainConfig
 
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult
@@ -20,11 +20,11 @@ CONFIG = TrainConfig(
     # the angular velocity spans [-8, 8], cos and sin only [-1, 1]
     normalize_obs=True,
     network=NetworkConfig(activation="swish"),
-    ppo=PPOConfig(update_epochs=10, num_minibatches=10, learning_rate=1e-3, max_grad_norm=10.0,
-                  # a long horizon: swinging up pays off only after ~100 steps
-                  gamma=0.995, gae_lambda=0.95,
-                  # the Gaussian's learned log-std explores enough; a bonus keeps it too wide
-                  ent_coef=0.0),
+    learner=LearnerConfig(update_epochs=10, num_minibatches=10, learning_rate=1e-3, max_grad_norm=10.0,
+                          # a long horizon: swinging up pays off only after ~100 steps
+                          gamma=0.995, gae_lambda=0.95,
+                          # the Gaussian's learned log-std explores enough; a bonus keeps it too wide
+                          ent_coef=0.0),
 )
 
 

@@ -15,14 +15,14 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from experiments.common import StudyArgs, greedy_summary, parse_args, print_table, run_comparison, run_script
-from jaxrl_async import NetworkConfig, PPOConfig, TrainConfig
+from jaxrl_async import LearnerConfig, NetworkConfig, TrainConfig
 
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult
 
 CONFIG = TrainConfig(env="StatelessCartPole-v1", num_envs=16, num_steps=64,
                      network=NetworkConfig(hidden_sizes=(64,), core="gru", core_size=64),
-                     ppo=PPOConfig(update_epochs=4, num_minibatches=4, learning_rate=1e-3))
+                     learner=LearnerConfig(update_epochs=4, num_minibatches=4, learning_rate=1e-3))
 FEED_FORWARD = NetworkConfig(hidden_sizes=(64, 64), core="none")
 
 COLUMNS = ["env", "policy", "env steps (per seed)", "final greedy return (mean ± std over seeds)",

@@ -12,8 +12,8 @@ import importlib
 __version__ = "0.1.0"
 
 _PUBLIC = {
+    "LearnerConfig": "jaxrl_async.config",
     "NetworkConfig": "jaxrl_async.config",
-    "PPOConfig": "jaxrl_async.config",
     "TrainConfig": "jaxrl_async.config",
     "TrainResult": "jaxrl_async.training",
     "train": "jaxrl_async.training",

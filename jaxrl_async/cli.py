@@ -1,6 +1,6 @@
 """`jaxrl-async train | eval | envs`: flags generated from the config dataclasses by tyro.
 
-Every field of `TrainConfig` (and of its nested network and PPO configs) is a flat
+Every field of `TrainConfig` (and of its nested network and learner configs) is a flat
 kebab-case flag: `--num-envs`, `--learning-rate`, `--hidden-sizes 64 64`, ...
 Bad input exits with code 2 and one line saying what is wrong (`--debug` shows
 the traceback).

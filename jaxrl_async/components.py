@@ -40,7 +40,7 @@ def build(cfg: TrainConfig) -> Components:
     obs_shape = env.observation_space(env_params).shape
     policy = make_policy(cfg.network, obs_shape, env.action_space(env_params))
     rollout = make_rollout(env, env_params, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps,
-                           gamma=cfg.ppo.gamma, gae_lambda=cfg.ppo.gae_lambda,
+                           gamma=cfg.learner.gamma, gae_lambda=cfg.learner.gae_lambda,
                            normalize_obs=cfg.normalize_obs, unroll=cfg.scan_unroll)
     algo = make_algorithm(cfg, policy)
     evaluate = make_evaluator(env, env_params, policy, num_episodes=cfg.eval_episodes,

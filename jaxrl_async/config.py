@@ -44,14 +44,31 @@ class NetworkConfig:
         _check(self.core_size >= 1, "core_size", self.core_size, "must be >= 1")
 
 
+def check_minibatches(num_minibatches: int, batch_size: int, *, whole_sequences: bool = False) -> None:
+    """The one minibatch rule, which the config and the learners both apply: `num_minibatches`
+    splits the learner's batch evenly. That batch is the rollout's `num_envs*num_steps`
+    transitions, or with `whole_sequences` (IMPALA and recurrent policies replay time in order)
+    its `num_envs` env sequences; `batch_size` is their count.
+    """
+    if batch_size % num_minibatches == 0:
+        return
+    if whole_sequences:
+        name, why = "num_envs", "impala and recurrent policies learn from whole env sequences, as many per minibatch"
+    else:
+        name, why = "num_envs*num_steps", "each minibatch is an equal share of the rollout's transitions"
+    raise ValueError(f"num_minibatches={num_minibatches} must divide {name}={batch_size}: {why}; "
+                     f"choose a divisor of {batch_size}")
+
+
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
-    """Learner hyperparameters: PPO's (Schulman et al. 2017), and the few the other learners add."""
+class LearnerConfig:
+    """Learner hyperparameters: those every algorithm (ppo, a2c, reinforce, impala) shares, plus the few
+    specific to one of them."""
 
     update_epochs: int = 4
     """Passes over each rollout."""
     num_minibatches: int = 4
-    """Minibatches per epoch; must divide num_envs * num_steps."""
+    """Minibatches per epoch; must divide num_envs * num_steps (num_envs for impala or a recurrent core)."""
     learning_rate: float = 2.5e-4
     """Adam step size (the starting value when annealed)."""
     anneal_lr: bool = True
@@ -155,7 +172,7 @@ class TrainConfig:
     scan_unroll: int = 1
     """Unroll factor of the rollout's scan over time (a speed knob, no effect on results)."""
     network: NetworkConfig = NetworkConfig()
-    ppo: PPOConfig = PPOConfig()
+    learner: LearnerConfig = LearnerConfig()
 
     def __post_init__(self):
         _check(self.total_timesteps >= 1, "total_timesteps", self.total_timesteps, "must be >= 1")
@@ -178,14 +195,12 @@ class TrainConfig:
         _check(self.scan_unroll >= 1, "scan_unroll", self.scan_unroll, "must be >= 1")
         _check(self.total_timesteps >= self.batch_size, "total_timesteps", self.total_timesteps,
                f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
-        _check(self.batch_size % self.ppo.num_minibatches == 0, "num_minibatches", self.ppo.num_minibatches,
-               f"must divide num_envs*num_steps={self.batch_size}")
         _check(self.algo != "impala" or self.network.core == "none", "core", self.network.core,
                "a recurrent core trains with ppo, a2c or reinforce; impala supports feedforward policies")
         # IMPALA's minibatches (and a recurrent policy's) are whole env sequences
-        _check((self.algo != "impala" and self.network.core == "none") or self.num_envs % self.ppo.num_minibatches == 0,
-               "num_minibatches", self.ppo.num_minibatches,
-               f"must divide num_envs={self.num_envs} (minibatches are whole env sequences)")
+        whole_sequences = self.algo == "impala" or self.network.core != "none"
+        check_minibatches(self.learner.num_minibatches, self.num_envs if whole_sequences else self.batch_size,
+                          whole_sequences=whole_sequences)
 
     @property
     def batch_size(self) -> int:
@@ -194,7 +209,7 @@ class TrainConfig:
 
     @property
     def minibatch_size(self) -> int:
-        return self.batch_size // self.ppo.num_minibatches
+        return self.batch_size // self.learner.num_minibatches
 
     @property
     def num_updates(self) -> int:
@@ -230,5 +245,6 @@ class TrainConfig:
         if "hidden_sizes" in network:  # JSON turns tuples into lists
             network["hidden_sizes"] = tuple(network["hidden_sizes"])
         network = NetworkConfig(**network)
-        ppo = PPOConfig(**data.pop("ppo", {}))
-        return cls(**data, network=network, ppo=ppo)
+        # runs saved before the rename of `ppo` to `learner` hold the same fields under "ppo"
+        learner = LearnerConfig(**data.pop("learner", data.pop("ppo", {})))
+        return cls(**data, network=network, learner=learner)

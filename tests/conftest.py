@@ -12,7 +12,7 @@ import tempfile
 import jax
 import pytest
 
-from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.runtime import configure_cpu_runtime
 
 # the commands' CPU settings (see runtime.py), but one device: tests choose their devices
@@ -35,21 +35,21 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 def tiny_config(tmp_path_factory):
     """`tiny_config(**overrides) -> TrainConfig`: 4 envs x 8 steps, one 16-unit layer.
 
-    Each call gets its own fresh run directory unless `run_dir` is given; `ppo`
+    Each call gets its own fresh run directory unless `run_dir` is given; `learner`
     and `network` overrides are dicts of those configs' fields.
     """
     runs = tmp_path_factory.mktemp("runs")
     counter = itertools.count()
 
     def make(**overrides) -> TrainConfig:
-        ppo = dict(update_epochs=1, num_minibatches=2)
-        ppo.update(overrides.pop("ppo", {}))
+        learner = dict(update_epochs=1, num_minibatches=2)
+        learner.update(overrides.pop("learner", {}))
         network = dict(hidden_sizes=(16,))
         network.update(overrides.pop("network", {}))
         fields = dict(env="CartPole-v1", num_envs=4, num_steps=8, total_timesteps=4 * 32,
                       eval_episodes=2, run_dir=str(runs / f"run{next(counter)}"))
         fields.update(overrides)
-        return TrainConfig(**fields, network=NetworkConfig(**network), ppo=PPOConfig(**ppo))
+        return TrainConfig(**fields, network=NetworkConfig(**network), learner=LearnerConfig(**learner))
 
     return make
 

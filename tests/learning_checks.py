@@ -30,7 +30,7 @@ def learn_probe(tiny_config, env_id, *, gamma=0.99, algo="ppo", **learner):
     `learner` overrides the learner config's fields beyond these."""
     cfg = tiny_config(env=env_id, algo=algo, num_envs=8, num_steps=8, total_timesteps=64 * 60,
                       num_seeds=PROBE_SEEDS, devices=1, iterations_per_call="all", eval_episodes=8,
-                      ppo=dict(update_epochs=4, num_minibatches=2, learning_rate=1e-2, gamma=gamma, **learner))
+                      learner=dict(update_epochs=4, num_minibatches=2, learning_rate=1e-2, gamma=gamma, **learner))
     result = train(cfg, console=False)
     return build(cfg).policy, result.state.learner.params, result.summary
 

@@ -24,7 +24,7 @@ from jaxrl_async.advantages import gae_inputs, vtrace
 from jaxrl_async.algorithms import make_a2c, make_algorithm, make_impala, make_reinforce
 from jaxrl_async.algorithms.common import truncated_importance_weight
 from jaxrl_async.algorithms.reinforce import monte_carlo_returns
-from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.networks import make_policy
 from jaxrl_async.rollout import make_rollout
@@ -136,7 +136,7 @@ def setup():
     rollout = make_rollout(env, env_params, policy, num_envs=NUM_ENVS, num_steps=NUM_STEPS,
                            gamma=0.99, gae_lambda=0.95)
     collect = jax.jit(rollout.collect)
-    params = make_a2c(PPOConfig(), policy, num_updates=1).init(jax.random.PRNGKey(0)).params
+    params = make_a2c(LearnerConfig(), policy, num_updates=1).init(jax.random.PRNGKey(0)).params
     rollout_state, traj = collect(params, rollout.init(jax.random.PRNGKey(1)))
     assert traj.terminated.any() and traj.truncated.any()  # the boundary rules are exercised
     return dict(policy=policy, collect=collect, rollout_state=rollout_state, traj=traj, params=params)
@@ -163,13 +163,13 @@ def _log_prob_and_value(setup, params=None, traj=None):
 def test_learners_start_from_the_behaviour_params(setup):
     """The tests below rely on it: every learner's init(PRNGKey(0)) gives the rollout's params."""
     for algo in ALGOS:
-        learner = MAKERS[algo](PPOConfig(), setup["policy"], num_updates=1).init(jax.random.PRNGKey(0))
+        learner = MAKERS[algo](LearnerConfig(), setup["policy"], num_updates=1).init(jax.random.PRNGKey(0))
         chex.assert_trees_all_equal(learner.params, setup["params"])
 
 
 def test_a2c_loss_at_behaviour_params(setup):
     """One epoch, one minibatch: the metrics are the loss at the behaviour params, where w = 1."""
-    cfg = PPOConfig(update_epochs=1, num_minibatches=1, normalize_advantages=False, importance_weights=True)
+    cfg = LearnerConfig(update_epochs=1, num_minibatches=1, normalize_advantages=False, importance_weights=True)
     _, metrics = _update(setup, "a2c", cfg)
     traj = setup["traj"]
     log_prob, value, dist = _log_prob_and_value(setup)
@@ -191,11 +191,11 @@ def test_a2c_importance_weights_discount_stale_actions(setup):
     log_prob, _, _ = _log_prob_and_value(setup)
     advantage = np.asarray(traj.advantage, np.float64)
     weight = np.where(shift > 0, np.exp(-1.0), 1.0)
-    cfg = PPOConfig(update_epochs=1, num_minibatches=1, normalize_advantages=False)
+    cfg = LearnerConfig(update_epochs=1, num_minibatches=1, normalize_advantages=False)
     _, weighted = _update(setup, "a2c", cfg, stale)
     np.testing.assert_allclose(weighted["policy_loss"], -np.mean(weight * advantage * log_prob), rtol=1e-5)
     np.testing.assert_allclose(weighted["importance_weight"], weight.mean(), rtol=1e-5)
-    cfg = PPOConfig(update_epochs=1, num_minibatches=1, normalize_advantages=False, importance_weights=False)
+    cfg = LearnerConfig(update_epochs=1, num_minibatches=1, normalize_advantages=False, importance_weights=False)
     _, unweighted = _update(setup, "a2c", cfg, stale)
     np.testing.assert_allclose(unweighted["policy_loss"], -np.mean(advantage * log_prob), rtol=1e-5)
     assert abs(float(weighted["policy_loss"] - unweighted["policy_loss"])) > 1e-3  # the weights mattered
@@ -203,7 +203,7 @@ def test_a2c_importance_weights_discount_stale_actions(setup):
 
 @pytest.mark.parametrize("baseline", [True, False])
 def test_reinforce_loss_uses_monte_carlo_returns(setup, baseline):
-    cfg = PPOConfig(update_epochs=1, num_minibatches=1, normalize_advantages=False, reinforce_baseline=baseline,
+    cfg = LearnerConfig(update_epochs=1, num_minibatches=1, normalize_advantages=False, reinforce_baseline=baseline,
                     gamma=0.9)
     _, metrics = _update(setup, "reinforce", cfg)
     traj = setup["traj"]
@@ -235,7 +235,7 @@ def _single_transition(setup, sign: float) -> Trajectory:
 def test_one_step_moves_log_prob_with_the_advantage(setup, algo, baseline, sign):
     """One SGD step on A > 0 raises log pi(a|s); on A < 0 it lowers it."""
     traj = _single_transition(setup, sign)
-    cfg = PPOConfig(update_epochs=1, num_minibatches=1, normalize_advantages=False, ent_coef=0.0,
+    cfg = LearnerConfig(update_epochs=1, num_minibatches=1, normalize_advantages=False, ent_coef=0.0,
                     learning_rate=1e-2, reinforce_baseline=baseline, gae_lambda=1.0)
     learner, _ = _update(setup, algo, cfg, traj)
     before, _, _ = _log_prob_and_value(setup, traj=traj)
@@ -262,7 +262,7 @@ def _impala_reference(setup, traj, gamma, lambda_, clip_rho, clip_pg_rho):
 
 
 def _impala_metrics(setup, traj, **overrides):
-    cfg = PPOConfig(**{**dict(update_epochs=1, num_minibatches=1, gamma=0.9, gae_lambda=1.0,
+    cfg = LearnerConfig(**{**dict(update_epochs=1, num_minibatches=1, gamma=0.9, gae_lambda=1.0,
                               clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0), **overrides})
     return _update(setup, "impala", cfg, traj)[1]
 
@@ -327,7 +327,7 @@ def test_impala_fractional_lambda_follows_vtrace(setup):
 
 def _learner_cfg(algo, **overrides):
     # impala's minibatches are whole env sequences: 2 of the 4
-    return PPOConfig(**{**dict(update_epochs=2, num_minibatches=2), **overrides})
+    return LearnerConfig(**{**dict(update_epochs=2, num_minibatches=2), **overrides})
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -363,6 +363,23 @@ def test_update_is_deterministic(setup, algo):
     chex.assert_trees_all_equal(first.params, second.params)
     other, _ = _update(setup, algo, _learner_cfg(algo), key=1)
     assert not np.array_equal(jax.tree.leaves(first.params)[0], jax.tree.leaves(other.params)[0])
+
+
+@pytest.mark.parametrize("algo, num_minibatches, rule", [
+    ("a2c", 5, "num_envs*num_steps=96"),
+    ("impala", 3, "num_envs=4"),  # whole env sequences: 96 transitions would split in 3, 4 sequences do not
+])
+def test_config_and_learner_refuse_uneven_minibatches_with_one_message(setup, algo, num_minibatches, rule):
+    """One rule (`config.check_minibatches`): the config refuses the setting, and a learner built
+    without a TrainConfig refuses the trajectory at its first update, in the same words."""
+    cfg = LearnerConfig(num_minibatches=num_minibatches)
+    with pytest.raises(ValueError) as from_config:
+        TrainConfig(algo=algo, num_envs=NUM_ENVS, num_steps=NUM_STEPS, learner=cfg)
+    learner_algo = MAKERS[algo](cfg, setup["policy"], num_updates=1)
+    with pytest.raises(ValueError) as from_learner:
+        jax.jit(learner_algo.update)(learner_algo.init(jax.random.PRNGKey(0)), setup["traj"])
+    assert str(from_learner.value) == str(from_config.value)
+    assert str(from_config.value).startswith(f"num_minibatches={num_minibatches} must divide {rule}: ")
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -449,7 +466,7 @@ CARTPOLE = dict(num_envs=8, num_steps=32, total_timesteps=300_000, num_seeds=CAR
 
 
 def cartpole_learner(algo):
-    return PPOConfig(update_epochs=4, num_minibatches=4, learning_rate=5e-4,
+    return LearnerConfig(update_epochs=4, num_minibatches=4, learning_rate=5e-4,
                      gae_lambda=1.0 if algo == "impala" else 0.95)
 
 
@@ -460,5 +477,5 @@ def test_cartpole_is_solved(tmp_path, algo, mode):
     # lag 1 (one version stale, V-trace-corrected) rather than the free-running 'latest': the
     # same staleness every run, so the test's outcome does not depend on the machine's load
     cfg = TrainConfig(algo=algo, mode=mode, lag="1", run_dir=str(tmp_path / "run"), **CARTPOLE,
-                      ppo=cartpole_learner(algo))
+                      learner=cartpole_learner(algo))
     assert_cartpole_solved(train(cfg, console=False).summary)

@@ -13,7 +13,7 @@ import pytest
 
 from jaxrl_async import run_dir as run_dir_lib
 from jaxrl_async.async_train import train_async
-from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.components import build, initial_states
 from jaxrl_async.run import Run
 from jaxrl_async.schedule import chunk_plan
@@ -32,7 +32,8 @@ TIMING_FIELDS = {"steps_per_second", "wall_s"} | ASYNC_FIELDS
 def small_config(run_dir, **changes) -> TrainConfig:
     fields = dict(env="CartPole-v1", num_envs=4, num_steps=16, total_timesteps=NUM_UPDATES * 64,
                   iterations_per_call=ITERATIONS_PER_CALL, eval_episodes=4, run_dir=str(run_dir),
-                  network=NetworkConfig(hidden_sizes=(16,)), ppo=PPOConfig(update_epochs=2, num_minibatches=2))
+                  network=NetworkConfig(hidden_sizes=(16,)),
+                  learner=LearnerConfig(update_epochs=2, num_minibatches=2))
     fields.update(changes)
     return TrainConfig(**fields)
 

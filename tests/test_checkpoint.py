@@ -24,7 +24,7 @@ import pytest
 
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.components import build, initial_states
-from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.metrics import to_jsonable
 
 # one discrete env, one with bool image observations and int env states, one continuous
@@ -35,7 +35,7 @@ def small_config(env: str = "CartPole-v1", hidden_sizes=(16,), **overrides) -> T
     fields = dict(env=env, num_envs=4, num_steps=16, total_timesteps=4 * 16 * 10, eval_episodes=4)
     fields.update(overrides)
     return TrainConfig(**fields, network=NetworkConfig(hidden_sizes=hidden_sizes),
-                       ppo=PPOConfig(update_epochs=2, num_minibatches=2))
+                       learner=LearnerConfig(update_epochs=2, num_minibatches=2))
 
 
 _templates: dict = {}

@@ -61,7 +61,7 @@ def test_tiny_train_writes_the_run_directory(capsys, tmp_path):
     assert summary["env_steps"] == 16
     with open(run_dir / "config.json", encoding="utf-8") as f:
         config = json.load(f)
-    assert config["network"]["hidden_sizes"] == [8] and config["ppo"]["update_epochs"] == 1
+    assert config["network"]["hidden_sizes"] == [8] and config["learner"]["update_epochs"] == 1
     assert "final greedy return 1.00" in captured.out  # one step, reward +1, whatever the policy
 
     # the same directory again is refused, with the way out in the message

@@ -26,9 +26,10 @@ import pytest
 
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.cli import main
-from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.evaluate_run import evaluate_run
 from jaxrl_async.run import TrainingDiverged
+from jaxrl_async.run_dir import load_config
 from jaxrl_async.schedule import intervals, sync_points
 from jaxrl_async.training import train
 
@@ -45,12 +46,12 @@ HINT = "  (--debug shows the traceback)"
 
 def small_config(run_dir, **overrides) -> TrainConfig:
     """CartPole, 4 envs x 16 steps, 40 updates, a log line every 5 updates, evaluation every 10."""
-    ppo = {"update_epochs": 2, "num_minibatches": 2, **overrides.pop("ppo", {})}
+    learner = {"update_epochs": 2, "num_minibatches": 2, **overrides.pop("learner", {})}
     network = {"hidden_sizes": (16,), **overrides.pop("network", {})}
     fields = {"env": "CartPole-v1", "num_envs": 4, "num_steps": 16, "total_timesteps": NUM_UPDATES * BATCH,
               "iterations_per_call": 5, "eval_interval": 10, "eval_episodes": 4, "run_dir": str(run_dir),
               **overrides}
-    return TrainConfig(**fields, network=NetworkConfig(**network), ppo=PPOConfig(**ppo))
+    return TrainConfig(**fields, network=NetworkConfig(**network), learner=LearnerConfig(**learner))
 
 
 def read_jsonl(path) -> list[dict]:
@@ -188,7 +189,7 @@ def test_every_fixed_field_is_checked(dotted, change, tmp_path):
 def test_resume_accepts_budget_schedule_mode_and_hyperparameter_changes(tmp_path):
     new = small_config(tmp_path, total_timesteps=80 * BATCH, eval_interval=0, iterations_per_call="all",
                        mode="async", lag="1", checkpoint_interval=3, keep_checkpoints=1, eval_stochastic=True,
-                       tensorboard=True, ppo=dict(learning_rate=1e-3, ent_coef=0.0, update_epochs=4))
+                       tensorboard=True, learner=dict(learning_rate=1e-3, ent_coef=0.0, update_epochs=4))
     assert small_config(tmp_path).check_resumable_as(new) is None  # raises ValueError if refused
 
 
@@ -214,6 +215,52 @@ def test_resume_with_another_eval_interval_and_mode_reaches_the_same_params(runs
     assert [line["iteration"] for line in lines if "eval_return_mean" in line] == [10, 20, 30, 40]
     assert result.summary["params_digest"] == run.full.summary["params_digest"]
     assert ckpt.list_checkpoints(run_dir)[-2:] == [ckpt.numbered_path(run_dir, u) for u in (30, 40)]
+
+
+def _saved_before_the_learner_rename(config: dict) -> dict:
+    old = dict(config)
+    old["ppo"] = old.pop("learner")  # the last field then and now: the key order stays too
+    return old
+
+
+def test_run_saved_with_the_ppo_key_loads_evaluates_and_resumes_exactly(runs, tmp_path, capsys):
+    """A run directory written before `TrainConfig.ppo` became `TrainConfig.learner` still loads,
+    evaluates, and resumes (`jaxrl-async train --resume`) to the straight run's bits.
+
+    The old format is made from a genuine run stopped half way: its config.json and the config
+    inside every checkpoint (best.ckpt too) are rewritten with the key "ppo" for "learner". That
+    is the whole difference (git log -p -- jaxrl_async/config.py jaxrl_async/run.py): since run
+    directories and checkpoints exist, both hold `dataclasses.asdict` of the TrainConfig, whose
+    fields were only ever added (with defaults), never renamed or removed, until `ppo`; the
+    learner's own fields keep their names under the new key.
+    """
+    run = runs("fused")
+    run_dir = copy_run(run.stopped_dir, tmp_path / "run")
+    config_path = os.path.join(run_dir, "config.json")
+    with open(config_path, encoding="utf-8") as f:
+        config = json.load(f)
+    with open(config_path, "w", encoding="utf-8") as f:
+        json.dump(_saved_before_the_learner_rename(config), f, indent=2)
+    checkpoints = sorted(os.listdir(ckpt.checkpoint_dir(run_dir)))
+    assert checkpoints == [ckpt.BEST, "update_000000010.ckpt", "update_000000020.ckpt"]
+    for name in checkpoints:
+        path = os.path.join(ckpt.checkpoint_dir(run_dir), name)
+        saved = ckpt.load(path)
+        ckpt.save(path, state=saved["state"], config=_saved_before_the_learner_rename(saved["config"]),
+                  counters=saved["counters"], extra=saved["extra"])
+        assert "learner" not in ckpt.load(path)["config"]
+
+    # the learner's settings are read, not defaulted: the run trained with 2 epochs x 2 minibatches
+    assert load_config(run_dir) == load_config(run.stopped_dir)
+    assert load_config(run_dir).learner == LearnerConfig(update_epochs=2, num_minibatches=2)
+    assert evaluate_run(run_dir, episodes=4).replace(run_dir, "RUN") == \
+        evaluate_run(run.stopped_dir, episodes=4).replace(run.stopped_dir, "RUN")
+
+    assert main(["train", "--resume", run_dir]) == 0, capsys.readouterr().err
+    summary = json.load(open(os.path.join(run_dir, "summary.json"), encoding="utf-8"))
+    assert summary["params_digest"] == run.full.summary["params_digest"]
+    assert without_timings(metrics_of(run_dir)) == without_timings(metrics_of(run.full.run_dir))
+    assert "learner" in json.load(open(config_path, encoding="utf-8"))  # the resumed run saves the new key
 
 
 def test_resuming_a_finished_run_without_extending_it_says_how(runs):
@@ -352,7 +399,7 @@ def test_divergence_names_metric_update_and_last_good_checkpoint(runs, tmp_path)
     lines_before = metrics_of(run_dir)
     _last_good_checkpoint(run_dir)
     # a step size of 1e30 poisons the first window after the resume
-    cfg = small_config(run_dir, ppo=dict(learning_rate=1e30))
+    cfg = small_config(run_dir, learner=dict(learning_rate=1e30))
     with pytest.raises(TrainingDiverged) as info:
         train(cfg, console=False, resume=True)
     assert isinstance(info.value, FloatingPointError)
@@ -382,7 +429,7 @@ def test_resume_applies_new_learner_hyperparameters(runs):
     from jaxrl_async.components import build, initial_states
     from jaxrl_async.training import load_resume
 
-    cfg = small_config(runs("fused").stopped_dir, ppo=dict(learning_rate=1e30, ent_coef=0.5))
+    cfg = small_config(runs("fused").stopped_dir, learner=dict(learning_rate=1e30, ent_coef=0.5))
     c = build(cfg)
     state, _ = load_resume(cfg, c, initial_states(c))
     assert float(np.asarray(state.learner.hparams.learning_rate)[0]) == np.float32(1e30)
@@ -555,7 +602,7 @@ _MEMORY_SCRIPT = textwrap.dedent("""
     import json, sys
     import psutil
     from jaxrl_async import metrics
-    from jaxrl_async.config import NetworkConfig, PPOConfig, TrainConfig
+    from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
     from jaxrl_async.training import train
 
     # observe the resident set at every host sync, right after its metrics line is written
@@ -569,7 +616,8 @@ _MEMORY_SCRIPT = textwrap.dedent("""
     updates, mode, run_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     cfg = TrainConfig(env="CartPole-v1", num_envs=4, num_steps=16, total_timesteps=updates * 64,
                       iterations_per_call=5, eval_interval=5, eval_episodes=4, mode=mode, run_dir=run_dir,
-                      network=NetworkConfig(hidden_sizes=(16,)), ppo=PPOConfig(update_epochs=2, num_minibatches=2))
+                      network=NetworkConfig(hidden_sizes=(16,)),
+                      learner=LearnerConfig(update_epochs=2, num_minibatches=2))
     train(cfg, console=False)
     print(json.dumps(rss))
 """)

@@ -12,7 +12,7 @@ import pytest
 
 from jaxrl_async import losses
 from jaxrl_async.algorithms.ppo import make_ppo
-from jaxrl_async.config import NetworkConfig, PPOConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.networks import make_policy
 from jaxrl_async.rollout import make_rollout
@@ -108,7 +108,7 @@ def setup():
     rollout = make_rollout(env, env_params, policy, num_envs=NUM_ENVS, num_steps=NUM_STEPS,
                            gamma=0.99, gae_lambda=0.95)
     collect = jax.jit(rollout.collect)
-    ppo = make_ppo(PPOConfig(update_epochs=1, num_minibatches=1), policy,
+    ppo = make_ppo(LearnerConfig(update_epochs=1, num_minibatches=1), policy,
                    num_updates=NUM_UPDATES, batch_size=BATCH)
     learner = ppo.init(jax.random.PRNGKey(0))
     rollout_state, traj = collect(learner.params, rollout.init(jax.random.PRNGKey(1)))
@@ -123,7 +123,7 @@ def _update(setup, cfg, learner=None):
 
 
 def test_update_metrics_are_named_finite_scalars(setup):
-    _, metrics = _update(setup, PPOConfig(update_epochs=2, num_minibatches=4))
+    _, metrics = _update(setup, LearnerConfig(update_epochs=2, num_minibatches=4))
     assert set(metrics) == METRIC_KEYS
     for name, value in metrics.items():
         assert jnp.shape(value) == (), name
@@ -137,7 +137,7 @@ def test_first_minibatch_at_behaviour_params(setup):
     clip does not bind, and every term has a closed form from the trajectory.
     """
     traj, policy, params = setup["traj"], setup["policy"], setup["learner"].params
-    cfg = PPOConfig(update_epochs=1, num_minibatches=1, normalize_advantages=False)
+    cfg = LearnerConfig(update_epochs=1, num_minibatches=1, normalize_advantages=False)
     _, metrics = _update(setup, cfg)
     advantage = np.asarray(traj.advantage, np.float64)
     assert abs(float(metrics["approx_kl"])) < 1e-6
@@ -154,7 +154,7 @@ def test_first_minibatch_at_behaviour_params(setup):
     np.testing.assert_allclose(metrics["loss"], expected_loss, rtol=1e-5)
 
     # with normalisation the surrogate at ratio 1 is -mean(normalised A) = 0
-    _, normalized = _update(setup, PPOConfig(update_epochs=1, num_minibatches=1))
+    _, normalized = _update(setup, LearnerConfig(update_epochs=1, num_minibatches=1))
     assert abs(float(normalized["policy_loss"])) < 1e-6
     assert abs(float(normalized["approx_kl"])) < 1e-6
 
@@ -178,7 +178,7 @@ def _reference_step(policy, params, traj, cfg, learning_rate):
 
 
 def test_one_step_matches_clipped_adam_descent(setup):
-    cfg = PPOConfig(update_epochs=1, num_minibatches=1, learning_rate=1e-3)
+    cfg = LearnerConfig(update_epochs=1, num_minibatches=1, learning_rate=1e-3)
     learner, metrics = _update(setup, cfg)
     reference = jax.jit(functools.partial(_reference_step, setup["policy"], cfg=cfg,
                                           learning_rate=cfg.learning_rate))
@@ -189,7 +189,7 @@ def test_one_step_matches_clipped_adam_descent(setup):
 
 
 def test_learning_rate_anneals_linearly_to_zero(setup):
-    cfg = PPOConfig(update_epochs=1, num_minibatches=2, learning_rate=1e-3)
+    cfg = LearnerConfig(update_epochs=1, num_minibatches=2, learning_rate=1e-3)
     ppo = make_ppo(cfg, setup["policy"], num_updates=NUM_UPDATES, batch_size=BATCH)
     update = jax.jit(ppo.update)
     learner = ppo.init(jax.random.PRNGKey(0))
@@ -205,14 +205,14 @@ def test_learning_rate_anneals_linearly_to_zero(setup):
     assert float(metrics["learning_rate"]) == 0.0
     chex.assert_trees_all_equal(after.params, finished.params)
 
-    constant = make_ppo(PPOConfig(update_epochs=1, num_minibatches=2, learning_rate=1e-3, anneal_lr=False),
+    constant = make_ppo(LearnerConfig(update_epochs=1, num_minibatches=2, learning_rate=1e-3, anneal_lr=False),
                         setup["policy"], num_updates=NUM_UPDATES, batch_size=BATCH)
     _, metrics = jax.jit(constant.update)(finished, setup["traj"])
     np.testing.assert_allclose(metrics["learning_rate"], 1e-3)
 
 
 def test_update_traces_once_over_iterations(setup):
-    ppo = make_ppo(PPOConfig(update_epochs=2, num_minibatches=2), setup["policy"],
+    ppo = make_ppo(LearnerConfig(update_epochs=2, num_minibatches=2), setup["policy"],
                    num_updates=NUM_UPDATES, batch_size=BATCH)
     update = jax.jit(chex.assert_max_traces(ppo.update, n=1))
     learner, rollout_state = ppo.init(jax.random.PRNGKey(0)), setup["rollout_state"]
@@ -226,7 +226,7 @@ def test_update_traces_once_over_iterations(setup):
 
 
 def test_update_is_deterministic(setup):
-    cfg = PPOConfig(update_epochs=2, num_minibatches=4)
+    cfg = LearnerConfig(update_epochs=2, num_minibatches=4)
     first, _ = _update(setup, cfg)
     second, _ = _update(setup, cfg)
     chex.assert_trees_all_equal(first.params, second.params)
@@ -235,4 +235,4 @@ def test_update_is_deterministic(setup):
 
 def test_minibatches_must_divide_the_batch(setup):
     with pytest.raises(ValueError, match="num_minibatches=3"):
-        make_ppo(PPOConfig(num_minibatches=3), setup["policy"], num_updates=1, batch_size=BATCH)
+        make_ppo(LearnerConfig(num_minibatches=3), setup["policy"], num_updates=1, batch_size=BATCH)

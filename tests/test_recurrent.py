@@ -12,7 +12,7 @@ import pytest
 from jaxrl_async import TrainConfig, train
 from jaxrl_async.algorithms.common import learner_batch, policy_outputs
 from jaxrl_async.components import build, init_state
-from jaxrl_async.config import NetworkConfig, PPOConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig
 from jaxrl_async.networks import reset_carry
 
 # the replayed and the acted carries are compared: full float32 matmuls on any backend (conftest.py)
@@ -23,15 +23,15 @@ def memory_config(tmp_path, name, core, algo="ppo", **changes):
     return TrainConfig(env="Probe-Memory", algo=algo, num_envs=16, num_steps=32, total_timesteps=100_000,
                        eval_episodes=64, run_dir=str(tmp_path / name), eval_interval=0,
                        network=NetworkConfig(core=core, core_size=32, hidden_sizes=(32,)),
-                       ppo=PPOConfig(num_minibatches=4, learning_rate=3e-3, gamma=0.9,
-                                     update_epochs=4 if algo == "ppo" else 1), **changes)
+                       learner=LearnerConfig(num_minibatches=4, learning_rate=3e-3, gamma=0.9,
+                                             update_epochs=4 if algo == "ppo" else 1), **changes)
 
 
 @pytest.fixture(scope="module", params=["gru", "lstm"])
 def recurrent(request):
     cfg = TrainConfig(env="CartPole-v1", num_envs=3, num_steps=40, total_timesteps=120,
                       network=NetworkConfig(core=request.param, core_size=8, hidden_sizes=(8,)),
-                      ppo=PPOConfig(num_minibatches=1))
+                      learner=LearnerConfig(num_minibatches=1))
     c = build(cfg)
     state = jax.jit(functools.partial(init_state, c))(jax.random.PRNGKey(0))
     # the module's pinned precision covers this module-scoped fixture too (conftest.py)
@@ -106,7 +106,7 @@ def test_recurrent_runs_in_the_async_mode_and_resumes_exactly(tmp_path):
     base = TrainConfig(env="CartPole-v1", num_envs=4, num_steps=16, total_timesteps=64 * 12, iterations_per_call=3,
                        eval_episodes=4, mode="async", lag="1",
                        network=NetworkConfig(core="lstm", core_size=8, hidden_sizes=(8,)),
-                       ppo=PPOConfig(num_minibatches=2, update_epochs=2))
+                       learner=LearnerConfig(num_minibatches=2, update_epochs=2))
     straight = train(dataclasses.replace(base, run_dir=str(tmp_path / "a")), console=False).summary
     cfg = dataclasses.replace(base, run_dir=str(tmp_path / "b"))
     train(cfg, console=False, stop_after_updates=6)

@@ -56,10 +56,11 @@ def runs(base_config, tiny_config):
         "uneven": dict(iterations_per_call=7),
         "seed1": dict(seed=1),
         "two_seeds": dict(num_seeds=2),
-        "two_seeds_high_lr": dict(num_seeds=2, ppo=dataclasses.replace(base_config.ppo, learning_rate=HIGH_LR)),
+        "two_seeds_high_lr": dict(num_seeds=2,
+                                  learner=dataclasses.replace(base_config.learner, learning_rate=HIGH_LR)),
         "sweep": dict(num_seeds=2),  # seed 0 at the config's learning rate, seed 1 at HIGH_LR
     }
-    sweep, _ = sweep_hparams(base_config.ppo, 1, learning_rate=[base_config.ppo.learning_rate, HIGH_LR])
+    sweep, _ = sweep_hparams(base_config.learner, 1, learning_rate=[base_config.learner.learning_rate, HIGH_LR])
     results = {}
     for name, changes in variants.items():
         cfg = dataclasses.replace(base_config, run_dir=tiny_config().run_dir, **changes)
@@ -159,22 +160,22 @@ def test_a_vmapped_sweep_trains_each_seed_at_its_own_learning_rate(runs):
 
 
 def test_sweep_hparams_lays_out_the_grid_point_by_point():
-    from jaxrl_async.config import PPOConfig
+    from jaxrl_async.config import LearnerConfig
 
-    hparams, points = sweep_hparams(PPOConfig(vf_coef=0.25), 2, learning_rate=[1e-3, 1e-4], ent_coef=[0.0, 0.1])
+    hparams, points = sweep_hparams(LearnerConfig(vf_coef=0.25), 2, learning_rate=[1e-3, 1e-4], ent_coef=[0.0, 0.1])
     assert points == [dict(learning_rate=1e-3, ent_coef=0.0), dict(learning_rate=1e-3, ent_coef=0.1),
                       dict(learning_rate=1e-4, ent_coef=0.0), dict(learning_rate=1e-4, ent_coef=0.1)]
     np.testing.assert_allclose(hparams.learning_rate, [1e-3] * 4 + [1e-4] * 4)
     np.testing.assert_allclose(hparams.ent_coef, [0.0, 0.0, 0.1, 0.1] * 2)
     np.testing.assert_allclose(hparams.vf_coef, [0.25] * 8)  # the fields not swept keep the config's value
     with pytest.raises(ValueError, match=r"cannot sweep \['num_minibatches'\]"):
-        sweep_hparams(PPOConfig(), 2, num_minibatches=[2, 4])
+        sweep_hparams(LearnerConfig(), 2, num_minibatches=[2, 4])
     with pytest.raises(ValueError, match="at least one value"):
-        sweep_hparams(PPOConfig(), 2, learning_rate=[])
+        sweep_hparams(LearnerConfig(), 2, learning_rate=[])
 
 
 def test_sweep_of_the_wrong_size_is_a_clear_error(base_config):
-    hparams, _ = sweep_hparams(base_config.ppo, 3, learning_rate=[1e-3])
+    hparams, _ = sweep_hparams(base_config.learner, 3, learning_rate=[1e-3])
     with pytest.raises(ValueError, match=r"hparams.learning_rate has shape \(3,\).*\(2,\)"):
         train(dataclasses.replace(base_config, num_seeds=2, run_dir=None), console=False, hparams=hparams)
     with pytest.raises(ValueError, match="hparams must be a LearnerHyperparams"):
@@ -257,7 +258,7 @@ def test_check_finite():
 
 def test_diverging_run_raises_floating_point_error(tiny_config):
     # a step size of 1e30 sends the params to ~1e30 and the value loss to inf after one step
-    cfg = tiny_config(iterations_per_call=1, ppo=dict(learning_rate=1e30))
+    cfg = tiny_config(iterations_per_call=1, learner=dict(learning_rate=1e30))
     with pytest.raises(FloatingPointError, match="diverged"):
         train(cfg, console=False)
     lines = read_jsonl(f"{cfg.run_dir}/metrics.jsonl")

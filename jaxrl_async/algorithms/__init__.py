@@ -16,7 +16,7 @@ ALGORITHMS = ("ppo", "a2c", "reinforce", "impala")
 
 def make_algorithm(cfg: TrainConfig, policy: Policy) -> Algorithm:
     """The learner `cfg.algo` names, sized for this config's rollout."""
-    learner = cfg.ppo
+    learner = cfg.learner
     if cfg.algo == "ppo":
         return make_ppo(learner, policy, num_updates=cfg.num_updates, batch_size=cfg.batch_size)
     if cfg.algo == "a2c":

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from jaxrl_async.config import check_minibatches
 from jaxrl_async.networks import Policy
 from jaxrl_async.optimizer import make_optimizer, sgd_step
 from jaxrl_async.types import Algorithm, LearnerState, Trajectory
@@ -38,14 +39,14 @@ class LearnerHyperparams:
 def sweep_hparams(cfg, seeds_per_point: int, **axes: Sequence[float]) -> tuple[LearnerHyperparams, list[dict]]:
     """Hyperparameters for a sweep vmapped inside one jit: every grid point, `seeds_per_point` seeds each.
 
-        hparams, points = sweep_hparams(cfg.ppo, 4, learning_rate=[1e-4, 3e-4, 1e-3, 3e-3])
+        hparams, points = sweep_hparams(cfg.learner, 4, learning_rate=[1e-4, 3e-4, 1e-3, 3e-3])
         train(dataclasses.replace(cfg, num_seeds=len(points) * 4), hparams=hparams)
 
     Seed index `i` trains grid point `points[i // seeds_per_point]`; every seed still
     has its own key (`fold_in(seed, i)`), so each point's seeds are independent.
 
     Args:
-      cfg: the learner config (`TrainConfig.ppo`); it gives every field not swept.
+      cfg: the learner config (`TrainConfig.learner`); it gives every field not swept.
       seeds_per_point: seeds trained at each grid point.
       **axes: field name (`learning_rate`, `ent_coef`, `vf_coef`, `clip_eps`) ->
         its values; several fields sweep their product (the first field varies slowest).
@@ -105,8 +106,9 @@ def make_learner(cfg, policy: Policy, loss_fn: LossFn, batch_fn: BatchFn, *, num
         if cfg.anneal_lr:
             learning_rate = learning_rate * (1.0 - learner.update_count.astype(jnp.float32) / num_updates)
         batch, batch_size, batch_metrics = batch_fn(trajectory)
-        if batch_size % cfg.num_minibatches:
-            raise ValueError(f"num_minibatches={cfg.num_minibatches} must divide the batch of {batch_size}")
+        num_steps, num_envs = trajectory.reward.shape
+        # batch_fn's rows are transitions (T * B) or whole env sequences (B); at T = 1 both rules agree
+        check_minibatches(cfg.num_minibatches, batch_size, whole_sequences=batch_size != num_steps * num_envs)
 
         def minibatch_step(carry, minibatch):
             params, opt_state = carry

@@ -1,6 +1,6 @@
 """Proximal Policy Optimisation (Schulman et al. 2017) as an `Algorithm(init, update)`.
 
-    ppo = make_ppo(cfg.ppo, policy, num_updates=..., batch_size=...)
+    ppo = make_ppo(cfg.learner, policy, num_updates=..., batch_size=...)
     learner = ppo.init(key)
     learner, metrics = ppo.update(learner, trajectory)
 
@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from jaxrl_async import losses
 from jaxrl_async.algorithms.common import LearnerHyperparams, learner_batch, make_learner, policy_outputs
+from jaxrl_async.config import check_minibatches
 from jaxrl_async.networks import Policy
 from jaxrl_async.types import Algorithm, Trajectory
 
@@ -25,14 +26,14 @@ def make_ppo(cfg, policy: Policy, *, num_updates: int, batch_size: int) -> Algor
     """PPO for a policy and a rollout of `batch_size = T * B` transitions.
 
     Args:
-      cfg: learner hyperparameters (`PPOConfig`).
+      cfg: learner hyperparameters (`LearnerConfig`).
       policy: the actor-critic's pure functions.
       num_updates: iterations in the run (for linear learning-rate annealing).
       batch_size: transitions per trajectory; `cfg.num_minibatches` must divide it.
     """
-    if not policy.recurrent and batch_size % cfg.num_minibatches:
-        raise ValueError(f"num_minibatches={cfg.num_minibatches} must divide the rollout's "
-                         f"batch of {batch_size} transitions")
+    # a recurrent policy's minibatches are env sequences, whose count `make_learner` checks at the first update
+    if not policy.recurrent:
+        check_minibatches(cfg.num_minibatches, batch_size)
 
     def loss_fn(params, batch, hp: LearnerHyperparams):
         dist, value = policy_outputs(policy, params, batch)
