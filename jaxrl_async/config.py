@@ -180,9 +180,7 @@ class TrainConfig:
                f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
         _check(self.batch_size % self.ppo.num_minibatches == 0, "num_minibatches", self.ppo.num_minibatches,
                f"must divide num_envs*num_steps={self.batch_size}")
-        _check(self.algo != "impala" or self.network.core == "none", "core", self.network.core,
-               "a recurrent core trains with ppo, a2c or reinforce; impala supports feedforward policies")
-        # IMPALA's minibatches (and a recurrent policy's) are whole env sequences
+        # IMPALA's minibatches (and a recurrent policy's) are whole env sequences (`algorithms.common.replay_batch`)
         _check((self.algo != "impala" and self.network.core == "none") or self.num_envs % self.ppo.num_minibatches == 0,
                "num_minibatches", self.ppo.num_minibatches,
                f"must divide num_envs={self.num_envs} (minibatches are whole env sequences)")
