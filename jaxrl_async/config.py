@@ -195,9 +195,7 @@ class TrainConfig:
         _check(self.scan_unroll >= 1, "scan_unroll", self.scan_unroll, "must be >= 1")
         _check(self.total_timesteps >= self.batch_size, "total_timesteps", self.total_timesteps,
                f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
-        _check(self.algo != "impala" or self.network.core == "none", "core", self.network.core,
-               "a recurrent core trains with ppo, a2c or reinforce; impala supports feedforward policies")
-        # IMPALA's minibatches (and a recurrent policy's) are whole env sequences
+        # IMPALA's minibatches (and a recurrent policy's) are whole env sequences (`algorithms.common.replay_batch`)
         whole_sequences = self.algo == "impala" or self.network.core != "none"
         check_minibatches(self.learner.num_minibatches, self.num_envs if whole_sequences else self.batch_size,
                           whole_sequences=whole_sequences)

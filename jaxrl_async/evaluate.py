@@ -44,6 +44,33 @@ class EvalResult:
         return out
 
 
+@struct.dataclass
+class _EvalLoop:
+    """The evaluation loop's state, `[N]` per env unless noted.
+
+    Attributes:
+      env_state: batched env state, leaves `[N, ...]`.
+      obs: `[N, *obs_shape]` the current (raw) observation.
+      policy_carry: the policy's recurrent state, leaves `[N, ...]` (`()` if feedforward).
+      key: PRNG key for actions and env steps.
+      returns: float32 undiscounted return of each env's first episode so far.
+      lengths: int32 steps of each env's first episode so far.
+      done: bool, the env's first episode has ended.
+      reset: bool, the current observation starts an episode (the carry is reset first).
+      t: `[]` int32 loop steps taken.
+    """
+
+    env_state: Any
+    obs: jax.Array
+    policy_carry: Any
+    key: jax.Array
+    returns: jax.Array
+    lengths: jax.Array
+    done: jax.Array
+    reset: jax.Array
+    t: jax.Array
+
+
 def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
                    normalize_obs: bool = False, max_steps: int | None = None
                    ) -> Callable[..., EvalResult]:
@@ -66,32 +93,32 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
         key, reset_key = jax.random.split(key)
         obs, env_state = reset_env(jax.random.split(reset_key, num_episodes), env_params)
         zeros = jnp.zeros((num_episodes,), jnp.float32)
-        carry = (env_state, obs, policy.initial_carry((num_episodes,)), key, zeros,
-                 jnp.zeros((num_episodes,), jnp.int32), jnp.zeros((num_episodes,), bool),
-                 jnp.ones((num_episodes,), bool), jnp.zeros((), jnp.int32))
+        loop = _EvalLoop(env_state=env_state, obs=obs, policy_carry=policy.initial_carry((num_episodes,)),
+                         key=key, returns=zeros, lengths=jnp.zeros((num_episodes,), jnp.int32),
+                         done=jnp.zeros((num_episodes,), bool), reset=jnp.ones((num_episodes,), bool),
+                         t=jnp.zeros((), jnp.int32))
 
-        def cond(carry):
-            *_, done, _, t = carry
-            return jnp.logical_and(~jnp.all(done), t < max_steps)
+        def cond(loop: _EvalLoop):
+            return jnp.logical_and(~jnp.all(loop.done), loop.t < max_steps)
 
-        def body(carry):
-            env_state, obs, policy_carry, key, returns, lengths, done, reset, t = carry
-            key, act_key, step_key = jax.random.split(key, 3)
-            obs_in = obs.astype(jnp.float32)
+        def body(loop: _EvalLoop) -> _EvalLoop:
+            key, act_key, step_key = jax.random.split(loop.key, 3)
+            obs_in = loop.obs.astype(jnp.float32)
             if normalize_obs:
                 obs_in = obs_stats.normalize(obs_in)
-            dist, _, policy_carry = policy.step(params, obs_in, reset_carry(policy, policy_carry, reset))
+            dist, _, policy_carry = policy.step(params, obs_in, reset_carry(policy, loop.policy_carry, loop.reset))
             action = dist.mode() if greedy else dist.sample(act_key)
             obs, env_state, reward, terminated, truncated, _ = step_env(
-                jax.random.split(step_key, num_episodes), env_state, action, env_params)
+                jax.random.split(step_key, num_episodes), loop.env_state, action, env_params)
             # envs auto-reset: only the first episode of each env counts
-            live = ~done
-            returns = returns + jnp.where(live, reward.astype(jnp.float32), 0.0)
-            lengths = lengths + live.astype(jnp.int32)
-            done = done | terminated | truncated
-            return env_state, obs, policy_carry, key, returns, lengths, done, terminated | truncated, t + 1
+            live = ~loop.done
+            return loop.replace(env_state=env_state, obs=obs, policy_carry=policy_carry, key=key,
+                                returns=loop.returns + jnp.where(live, reward.astype(jnp.float32), 0.0),
+                                lengths=loop.lengths + live.astype(jnp.int32),
+                                done=loop.done | terminated | truncated, reset=terminated | truncated,
+                                t=loop.t + 1)
 
-        _, _, _, _, returns, lengths, done, _, _ = jax.lax.while_loop(cond, body, carry)
-        return EvalResult(returns=returns, lengths=lengths, complete=done)
+        loop = jax.lax.while_loop(cond, body, loop)
+        return EvalResult(returns=loop.returns, lengths=loop.lengths, complete=loop.done)
 
     return evaluate

@@ -2,19 +2,26 @@
 a recurrent core (GRU or LSTM).
 
 `make_policy(network_cfg, obs_shape, action_space)` returns a `Policy` of pure
-functions over a params pytree. Every policy offers the step-wise interface the
-rollout and the evaluator use, with a recurrent state `carry` (an empty tuple for
-a feedforward policy):
+functions over a params pytree. Every policy, feedforward or recurrent, has the same
+interface around a recurrent state `carry` (the empty tuple for a feedforward policy,
+which costs nothing to pass around):
 
-- `initial_carry(batch_shape) -> carry`: the state at an episode's start;
-- `step(params, obs, carry) -> (distribution, value, carry)`: one time step;
+- `initial_carry(batch_shape) -> carry`: the state at an episode's start, leaves `[*batch_shape, ...]`;
+- `step(params, obs, carry) -> (distribution, value, carry)`: one time step, as the
+  rollout and the evaluator act;
 - `value_step(params, obs, carry) -> value`: the critic alone at one step;
-- `unroll(params, obs [T, ...], carry, reset [T, ...]) -> (distribution, value)`:
-  a sequence, the carry reset to its initial value wherever `reset` is true (an
-  episode starts), as the learner replays a fragment.
+- `unroll(params, obs [N, L, ...], carry, reset [N, L]) -> (distribution, value, carry_after)`:
+  N sequences of L steps from their initial carries (leaves `[N, ...]`), the carry reset
+  to its initial value wherever `reset` is true (an episode starts), as the learner
+  replays them; outputs are `[N, L]` like `reset`, and `carry_after` (leaves `[N, L, ...]`)
+  is the carry after each step, to value the step's next observation with `value_step`.
+  Sequences come first, as the learner shuffles them (a feedforward policy applies its
+  network to the array as laid out, and also takes single steps `[N, ...]`);
+- `replay_length`: how many consecutive steps the learner must replay from one stored
+  carry: 1 for a feedforward policy (every step stands alone), None for a recurrent one
+  (the whole fragment, from the carry stored at its start). See `algorithms.common.replay_batch`.
 
-A feedforward policy also has `apply(params, obs) -> (distribution, value)` and
-`value(params, obs)`. `obs` is `[..., *obs_shape]` float32; values are `[...]`.
+`obs` is `[..., *obs_shape]` float32; values are `[...]`.
 """
 
 from __future__ import annotations
@@ -126,16 +133,14 @@ class Policy(NamedTuple):
     """Pure functions over the params pytree of an actor-critic (see the module docstring)."""
 
     init: Callable[[jax.Array], Any]  # key -> params
-    apply: Callable[[Any, jax.Array], tuple[Any, jax.Array]]  # (params, obs) -> (dist, value)
-    value: Callable[[Any, jax.Array], jax.Array]  # (params, obs) -> value
+    initial_carry: Callable[[tuple[int, ...]], Any]  # batch_shape -> carry
+    step: Callable  # (params, obs, carry) -> (dist, value, carry)
+    value_step: Callable  # (params, obs, carry) -> value
+    unroll: Callable  # (params, obs [N, L, ...], carry [N], reset [N, L]) -> (dist, value, carry_after)
+    replay_length: int | None  # steps replayed from one stored carry; None: the whole fragment
     obs_shape: tuple[int, ...]
     discrete: bool
     action_shape: tuple[int, ...]
-    recurrent: bool = False
-    initial_carry: Callable[[tuple[int, ...]], Any] = lambda batch_shape: ()
-    step: Callable | None = None  # (params, obs, carry) -> (dist, value, carry)
-    value_step: Callable | None = None  # (params, obs, carry) -> value
-    unroll: Callable | None = None  # (params, obs [T, ...], carry, reset [T, ...]) -> (dist, value)
 
 
 def reset_carry(policy: Policy, carry: Any, reset: jax.Array) -> Any:
@@ -169,35 +174,31 @@ def make_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) -> P
             return obs
         return obs.reshape(obs.shape[: obs.ndim - len(obs_shape)] + (-1,))
 
+    shapes = dict(obs_shape=obs_shape, discrete=discrete, action_shape=action_shape)
     if cfg.core != "none":
-        return _recurrent_policy(cfg, obs_shape, prepare, use_cnn, discrete, action_dim, action_shape)
+        return _recurrent_policy(cfg, prepare, use_cnn, action_dim, **shapes)
     module = ActorCritic(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, discrete, action_dim)
 
     def init(key):
         return module.init(key, prepare(jnp.zeros((1,) + obs_shape, jnp.float32)))
 
-    def apply(params, obs):
-        return module.apply(params, prepare(obs))
+    def step(params, obs, carry):
+        return (*module.apply(params, prepare(obs)), carry)
 
-    def value(params, obs):
+    def value_step(params, obs, carry):
         # the actor's tower and head are unused here, and XLA drops them
         return module.apply(params, prepare(obs))[1]
 
-    def step(params, obs, carry):
-        return (*apply(params, obs), carry)
-
-    def value_step(params, obs, carry):
-        return value(params, obs)
-
     def unroll(params, obs, carry, reset):
-        return apply(params, obs)
+        # no memory, so no resets: the network on every step at once, as laid out ([N, L] or [N])
+        return step(params, obs, carry)
 
-    return Policy(init, apply, value, obs_shape, discrete, action_shape, step=step, value_step=value_step,
-                  unroll=unroll)
+    return Policy(init, lambda batch_shape: (), step, value_step, unroll, replay_length=1, **shapes)
 
 
-def _recurrent_policy(cfg: NetworkConfig, obs_shape, prepare, use_cnn, discrete, action_dim, action_shape) -> Policy:
-    module = RecurrentActorCritic(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, discrete, action_dim,
+def _recurrent_policy(cfg: NetworkConfig, prepare, use_cnn, action_dim, **shapes) -> Policy:
+    obs_shape = shapes["obs_shape"]
+    module = RecurrentActorCritic(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, shapes["discrete"], action_dim,
                                   cfg.core, cfg.core_size)
 
     def initial_carry(batch_shape):
@@ -217,14 +218,12 @@ def _recurrent_policy(cfg: NetworkConfig, obs_shape, prepare, use_cnn, discrete,
         def body(carry, inputs):
             obs_t, reset_t = inputs
             dist, value, carry = step(params, obs_t, reset_carry(policy, carry, reset_t))
-            return carry, (dist, value)
+            return carry, (dist, value, carry)
 
-        _, (dist, value) = jax.lax.scan(body, carry, (obs, reset))
-        return dist, value
+        # the scan runs along time: [N, L] sequences in, [L, N] through the scan, [N, L] out
+        time_major = lambda x: jnp.swapaxes(x, 0, 1)
+        _, outputs = jax.lax.scan(body, carry, (time_major(obs), time_major(reset)))
+        return jax.tree.map(time_major, outputs)
 
-    def memoryless(*_):
-        raise ValueError("a recurrent policy has no memoryless apply/value: use step / unroll with a carry")
-
-    policy = Policy(init, memoryless, memoryless, obs_shape, discrete, action_shape, recurrent=True,
-                    initial_carry=initial_carry, step=step, value_step=value_step, unroll=unroll)
+    policy = Policy(init, initial_carry, step, value_step, unroll, replay_length=None, **shapes)
     return policy  # `unroll` resets the carry through it

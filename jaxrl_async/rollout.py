@@ -78,9 +78,9 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
             obs=obs, action=action, log_prob=log_prob, value=value,
             reward=reward.astype(jnp.float32), terminated=terminated, truncated=truncated,
             next_obs=final_obs, episode_return=info["episode_return"],
-            episode_length=info["episode_length"], episode_done=info["episode_done"], reset=state.reset)
-        if policy.recurrent:
-            record["carry_after"] = carry  # to value next_obs after the scan
+            episode_length=info["episode_length"], episode_done=info["episode_done"], reset=state.reset,
+            # to value next_obs after the scan; a feedforward policy's carry is (), which records nothing
+            carry_after=carry)
         state = state.replace(env_state=env_state, obs=next_obs, obs_stats=stats, key=key, carry=carry,
                               reset=terminated | truncated)
         return state, record
@@ -91,7 +91,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         state, rec = jax.lax.scan(lambda s, x: step(params, s, x), state, None,
                                   length=num_steps, unroll=unroll)
         # v_t for every step; where the episode went on this equals V(obs_{t+1})
-        bootstrap_value = policy.value_step(params, rec["next_obs"], rec.pop("carry_after", ()))
+        bootstrap_value = policy.value_step(params, rec["next_obs"], rec.pop("carry_after"))
         discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"],
                                           gamma, gae_lambda)
         advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t)

@@ -35,22 +35,28 @@ def learn_probe(tiny_config, env_id, *, gamma=0.99, algo="ppo", **learner):
     return build(cfg).policy, result.state.learner.params, result.summary
 
 
-def values(policy, params, observations):
-    """[S, N]: every seed's value of the N scalar observations."""
+def _episode_start(policy, observations):
+    """The N scalar observations as `[N, 1]`, and the carry of N episodes at their first step."""
     obs = jnp.asarray(observations, jnp.float32)[:, None]
-    return np.asarray(jax.vmap(lambda p: policy.value(p, obs))(params))
+    return obs, policy.initial_carry(obs.shape[:1])
+
+
+def values(policy, params, observations):
+    """[S, N]: every seed's value of the N scalar observations (each at an episode's start)."""
+    obs, carry = _episode_start(policy, observations)
+    return np.asarray(jax.vmap(lambda p: policy.value_step(p, obs, carry))(params))
 
 
 def probabilities(policy, params, observations):
     """[S, N, A]: every seed's action probabilities at the N scalar observations."""
-    obs = jnp.asarray(observations, jnp.float32)[:, None]
-    return np.asarray(jax.vmap(lambda p: jax.nn.softmax(policy.apply(p, obs)[0].logits))(params))
+    obs, carry = _episode_start(policy, observations)
+    return np.asarray(jax.vmap(lambda p: jax.nn.softmax(policy.step(p, obs, carry)[0].logits))(params))
 
 
 def gaussian_means(policy, params, observations):
     """[S, N, action_dim]: every seed's Gaussian mean at the N scalar observations."""
-    obs = jnp.asarray(observations, jnp.float32)[:, None]
-    return np.asarray(jax.vmap(lambda p: policy.apply(p, obs)[0].mean)(params))
+    obs, carry = _episode_start(policy, observations)
+    return np.asarray(jax.vmap(lambda p: policy.step(p, obs, carry)[0].mean)(params))
 
 
 CARTPOLE_SEEDS = 4

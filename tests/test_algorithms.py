@@ -155,9 +155,18 @@ def _update(setup, algo, cfg, traj=None, key=0):
 
 
 def _log_prob_and_value(setup, params=None, traj=None):
-    traj = setup["traj"] if traj is None else traj
-    dist, value = setup["policy"].apply(setup["params"] if params is None else params, traj.obs)
+    """Every step's log-prob and value by the (feedforward) policy, each step on its own."""
+    traj, policy = setup["traj"] if traj is None else traj, setup["policy"]
+    dist, value, _ = policy.step(setup["params"] if params is None else params, traj.obs,
+                                 policy.initial_carry(traj.reward.shape))
     return np.asarray(dist.log_prob(traj.action), np.float64), np.asarray(value, np.float64), dist
+
+
+def _next_values(setup, traj):
+    """V(next_obs_t) by the (feedforward) policy at the behaviour params."""
+    policy = setup["policy"]
+    return np.asarray(policy.value_step(setup["params"], traj.next_obs, policy.initial_carry(traj.reward.shape)),
+                      np.float64)
 
 
 def test_learners_start_from_the_behaviour_params(setup):
@@ -249,7 +258,7 @@ def _impala_reference(setup, traj, gamma, lambda_, clip_rho, clip_pg_rho):
     """The V-trace loss terms by `advantages.vtrace` on each env sequence, with the learner's own values:
     v_tm1 = V(obs_t), v_t = V(next_obs_t) (the pre-reset observation)."""
     log_prob, v_tm1, _ = _log_prob_and_value(setup, traj=traj)
-    v_t = np.asarray(setup["policy"].value(setup["params"], traj.next_obs), np.float64)
+    v_t = _next_values(setup, traj)
     rho = np.exp(log_prob - np.asarray(traj.log_prob, np.float64))
     discount_t, lambda_t = gae_inputs(traj.reward, traj.terminated, traj.truncated, gamma, lambda_)
     targets = [vtrace(jnp.asarray(v_tm1[:, b], jnp.float32), jnp.asarray(v_t[:, b], jnp.float32),
@@ -273,7 +282,7 @@ def test_impala_on_policy_targets_are_lambda_returns(setup):
     traj, gamma = setup["traj"], 0.9
     metrics = _impala_metrics(setup, traj)
     log_prob, v_tm1, _ = _log_prob_and_value(setup)
-    v_t = np.asarray(setup["policy"].value(setup["params"], traj.next_obs), np.float64)
+    v_t = _next_values(setup, traj)
     columns = [np.asarray(x, np.float64) for x in (traj.reward, traj.terminated, traj.truncated)]
     returns = np.stack([_lambda_returns_loop(*(x[:, b] for x in columns), v_t[:, b], gamma)
                         for b in range(NUM_ENVS)], 1)

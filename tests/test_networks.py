@@ -14,7 +14,7 @@ from gymnax.environments import spaces
 
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.distributions import Categorical, DiagGaussian
-from jaxrl_async.networks import make_policy
+from jaxrl_async.networks import make_policy, reset_carry
 
 # ----------------------------------------------------------------- Categorical
 
@@ -128,19 +128,26 @@ def test_entropy_is_the_mean_negative_log_prob_of_samples(dist):
 SMALL = NetworkConfig(hidden_sizes=(32, 32))
 
 
+def act(policy, params, obs):
+    """(distribution, value) of one step at an episode's start, for obs of any leading shape."""
+    leading = obs.shape[: obs.ndim - len(policy.obs_shape)]
+    dist, value, _ = policy.step(params, obs, policy.initial_carry(leading))
+    return dist, value
+
+
 @pytest.mark.parametrize("leading", [(), (6,), (3, 5)])
 def test_discrete_policy_shapes(leading):
     policy = make_policy(SMALL, (4,), spaces.Discrete(3))
     params = policy.init(jax.random.PRNGKey(0))
     obs = jax.random.normal(jax.random.PRNGKey(1), leading + (4,))
-    dist, value = policy.apply(params, obs)
+    dist, value = act(policy, params, obs)
     assert isinstance(dist, Categorical)
     assert dist.logits.shape == leading + (3,)
     assert value.shape == leading
     action = dist.sample(jax.random.PRNGKey(2))
     assert action.shape == leading and jnp.issubdtype(action.dtype, jnp.integer)
     assert dist.log_prob(action).shape == leading
-    np.testing.assert_array_equal(policy.value(params, obs), value)
+    np.testing.assert_array_equal(policy.value_step(params, obs, ()), value)
     assert policy.discrete and policy.action_shape == ()
 
 
@@ -148,7 +155,7 @@ def test_continuous_policy_shapes_and_state_independent_std():
     policy = make_policy(SMALL, (3,), spaces.Box(-2.0, 2.0, (2,), jnp.float32))
     params = policy.init(jax.random.PRNGKey(0))
     obs = jax.random.normal(jax.random.PRNGKey(1), (7, 3))
-    dist, value = policy.apply(params, obs)
+    dist, value = act(policy, params, obs)
     assert isinstance(dist, DiagGaussian)
     assert dist.mean.shape == (7, 2) and dist.log_std.shape == (7, 2)
     assert value.shape == (7,)
@@ -167,7 +174,7 @@ def test_cnn_policy_on_minatar_shaped_images():
     assert "Conv_0" in params["params"]["actor_torso"]
     assert "Conv_0" in params["params"]["critic_torso"]
     obs = jax.random.uniform(jax.random.PRNGKey(1), (2, 5, 10, 10, 4))
-    dist, value = policy.apply(params, obs)
+    dist, value = act(policy, params, obs)
     assert dist.logits.shape == (2, 5, 6)
     assert value.shape == (2, 5)
 
@@ -176,7 +183,7 @@ def test_mlp_torso_flattens_rank_two_observations():
     policy = make_policy(NetworkConfig(hidden_sizes=(8,)), (3, 5), spaces.Discrete(2))
     params = policy.init(jax.random.PRNGKey(0))
     assert params["params"]["actor_torso"]["Dense_0"]["kernel"].shape == (15, 8)
-    dist, value = policy.apply(params, jnp.ones((4, 3, 5)))
+    dist, value = act(policy, params, jnp.ones((4, 3, 5)))
     assert dist.logits.shape == (4, 2) and value.shape == (4,)
 
 
@@ -205,7 +212,7 @@ def test_initial_policy_is_near_uniform():
     policy = make_policy(NetworkConfig(), (4,), spaces.Discrete(3))
     params = policy.init(jax.random.PRNGKey(0))
     obs = 3.0 * jax.random.normal(jax.random.PRNGKey(1), (256, 4))
-    dist, _ = policy.apply(params, obs)
+    dist, _ = act(policy, params, obs)
     probs = np.exp(np.asarray(dist.log_prob(jnp.zeros(256, jnp.int32))))
     np.testing.assert_allclose(probs, 1.0 / 3.0, atol=0.02)
     np.testing.assert_allclose(dist.entropy(), math.log(3.0), atol=1e-3)
@@ -216,12 +223,12 @@ def test_actor_and_critic_towers_are_independent():
     policy = make_policy(NetworkConfig(hidden_sizes=(16,)), (4,), spaces.Discrete(2))
     params = policy.init(jax.random.PRNGKey(0))
     obs = jax.random.normal(jax.random.PRNGKey(1), (8, 4))
-    dist, value = policy.apply(params, obs)
+    dist, value = act(policy, params, obs)
 
     def scaled(tower):
         changed = jax.tree.map(lambda x: x, params)
         changed["params"][tower]["Dense_0"]["kernel"] = params["params"][tower]["Dense_0"]["kernel"] * 3.0
-        return policy.apply(changed, obs)
+        return act(policy, changed, obs)
 
     dist_c, value_c = scaled("critic_torso")
     np.testing.assert_array_equal(dist.logits, dist_c.logits)
@@ -229,3 +236,47 @@ def test_actor_and_critic_towers_are_independent():
     dist_a, value_a = scaled("actor_torso")
     np.testing.assert_array_equal(value, value_a)
     assert not np.allclose(dist.logits, dist_a.logits)
+
+
+# ----------------------------------------------------------------- one interface, carry-based
+
+def test_feedforward_policy_has_an_empty_carry_and_replays_single_steps():
+    policy = make_policy(SMALL, (4,), spaces.Discrete(3))
+    params = policy.init(jax.random.PRNGKey(0))
+    assert policy.initial_carry((5, 2)) == () and policy.replay_length == 1
+    obs = jax.random.normal(jax.random.PRNGKey(1), (5, 2, 4))
+    dist, value, carry = policy.step(params, obs, ())
+    assert carry == ()
+    # a feedforward unroll is the step on every (sequence, time) at once; resets change nothing
+    reset = jax.random.bernoulli(jax.random.PRNGKey(2), 0.5, (5, 2))
+    dist_u, value_u, carry_after = policy.unroll(params, obs, (), reset)
+    np.testing.assert_array_equal(dist_u.logits, dist.logits)
+    np.testing.assert_array_equal(value_u, value)
+    assert carry_after == ()
+
+
+@pytest.mark.float32_matmuls  # compared across two programs: full float32 matmuls on any backend
+@pytest.mark.parametrize("core", ["gru", "lstm"])
+def test_recurrent_unroll_matches_stepping_through_time(core):
+    """`unroll` over [N, L] sequences = `step` one time step after another, the carry reset
+    where an episode starts; `carry_after` is the carry each step hands on."""
+    policy = make_policy(NetworkConfig(hidden_sizes=(8,), core=core, core_size=6), (3,), spaces.Discrete(2))
+    params = policy.init(jax.random.PRNGKey(0))
+    assert policy.replay_length is None
+    num_sequences, length = 2, 5
+    obs = jax.random.normal(jax.random.PRNGKey(1), (num_sequences, length, 3))
+    reset = jnp.zeros((num_sequences, length), bool).at[0, 2].set(True).at[1, 0].set(True)
+    # a non-initial starting carry, so that the reset at [1, 0] matters
+    carry = jax.tree.map(lambda x: x + 0.5, policy.initial_carry((num_sequences,)))
+    dist, value, carry_after = policy.unroll(params, obs, carry, reset)
+    assert value.shape == (num_sequences, length) and dist.logits.shape == (num_sequences, length, 2)
+    for t in range(length):
+        step_dist, step_value, carry = policy.step(params, obs[:, t], reset_carry(policy, carry, reset[:, t]))
+        np.testing.assert_allclose(dist.logits[:, t], step_dist.logits, atol=1e-6)
+        np.testing.assert_allclose(value[:, t], step_value, atol=1e-6)
+        for unrolled, stepped in zip(jax.tree.leaves(carry_after), jax.tree.leaves(carry)):
+            np.testing.assert_allclose(unrolled[:, t], stepped, atol=1e-6)
+    # and the resets matter: without them the replay differs from the first reset on
+    _, no_reset_value, _ = policy.unroll(params, obs, jax.tree.map(lambda x: x + 0.5, policy.initial_carry((2,))),
+                                         jnp.zeros_like(reset))
+    assert not np.allclose(no_reset_value[1], value[1], atol=1e-4)

@@ -147,7 +147,7 @@ def test_first_minibatch_at_behaviour_params(setup):
     np.testing.assert_allclose(metrics["policy_loss"], -advantage.mean(), rtol=1e-5)
     # value = old value, target = advantage + value
     np.testing.assert_allclose(metrics["value_loss"], 0.5 * np.mean(advantage**2), rtol=1e-5)
-    dist, _ = policy.apply(params, traj.obs)
+    dist, _, _ = policy.step(params, traj.obs, policy.initial_carry(traj.reward.shape))  # a feedforward policy
     np.testing.assert_allclose(metrics["entropy"], np.mean(dist.entropy()), rtol=1e-5)
     expected_loss = (metrics["policy_loss"] + cfg.vf_coef * metrics["value_loss"]
                      - cfg.ent_coef * metrics["entropy"])
@@ -164,7 +164,7 @@ def _reference_step(policy, params, traj, cfg, learning_rate):
     batch = jax.tree.map(lambda x: x.reshape((BATCH,) + x.shape[2:]), traj)
 
     def loss_fn(params):
-        dist, value = policy.apply(params, batch.obs)
+        dist, value, _ = policy.step(params, batch.obs, policy.initial_carry((BATCH,)))
         log_ratio = dist.log_prob(batch.action) - batch.log_prob
         policy_loss = losses.ppo_clip_loss(log_ratio, losses.normalize(batch.advantage), cfg.clip_eps)
         value_loss = losses.value_loss(value, batch.target, batch.value, cfg.clip_eps)

@@ -1,5 +1,5 @@
-"""Recurrent policies: the carry is reset at episode starts, replayed exactly by the learner,
-and gives the memory the memory probe needs."""
+"""Recurrent policies: the carry is reset at episode starts, replayed exactly by the learners
+(IMPALA's included), and gives the memory the memory probe needs."""
 
 import dataclasses
 import functools
@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from jaxrl_async import TrainConfig, train
-from jaxrl_async.algorithms.common import learner_batch, policy_outputs
+from jaxrl_async.advantages import gae_inputs, vtrace
+from jaxrl_async.algorithms import make_impala
+from jaxrl_async.algorithms.common import replay, replay_batch
 from jaxrl_async.components import build, init_state
 from jaxrl_async.config import LearnerConfig, NetworkConfig
 from jaxrl_async.networks import reset_carry
@@ -55,9 +57,9 @@ def test_learner_replay_reproduces_the_behaviour_policy(recurrent):
     exactly the log-probs and values the actor saw step by step."""
     c, state, _, trajectory = recurrent
     assert int(trajectory.reset[1:].sum()) > 0, "the fragment should cross an episode boundary"
-    batch, size = learner_batch(c.policy, trajectory, ("obs", "action", "log_prob", "value"))
+    batch, size = replay_batch(trajectory, ("obs", "action", "log_prob", "value"), c.policy.replay_length)
     assert size == 3 and batch["obs"].shape == (3, 40, 4)
-    dist, value = policy_outputs(c.policy, state.learner.params, batch)
+    dist, value, _ = replay(c.policy, state.learner.params, batch)
     np.testing.assert_allclose(dist.log_prob(batch["action"]), batch["log_prob"], atol=1e-5)
     np.testing.assert_allclose(value, batch["value"], atol=1e-5)
 
@@ -65,9 +67,9 @@ def test_learner_replay_reproduces_the_behaviour_policy(recurrent):
 def test_replay_without_resets_differs(recurrent):
     """The check above can fail: ignoring episode starts changes the replayed values."""
     c, state, _, trajectory = recurrent
-    batch, _ = learner_batch(c.policy, trajectory, ("obs", "value"))
+    batch, _ = replay_batch(trajectory, ("obs", "value"), c.policy.replay_length)
     batch["reset"] = jnp.zeros_like(batch["reset"])
-    _, value = policy_outputs(c.policy, state.learner.params, batch)
+    _, value, _ = replay(c.policy, state.learner.params, batch)
     assert not np.allclose(value, batch["value"], atol=1e-5)
 
 
@@ -91,10 +93,10 @@ def test_recurrent_bootstrap_values_the_final_observation_with_the_carry(recurre
     np.testing.assert_allclose(np.stack(values), trajectory.bootstrap_value, atol=1e-5)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "impala"])
 def test_only_a_recurrent_policy_solves_the_memory_probe(tmp_path, algo):
     # 4 seeds in one run each. Measured on an AMD EPYC CPU (jax 0.10.2): the GRU 1.0 on every
-    # seed with both learners; the MLP 0.39-0.55 (chance is 0.5; a seed's mean over 64 episodes
+    # seed with each learner; the MLP 0.39-0.55 (chance is 0.5; a seed's mean over 64 episodes
     # has a std of about 0.06, so the mean of 4 seeds sits 6 std below 0.7)
     returns = {core: train(memory_config(tmp_path, f"{algo}-{core}", core, algo, num_seeds=4, devices=1),
                            console=False).summary["final_eval_return"] for core in ("none", "gru")}
@@ -114,6 +116,36 @@ def test_recurrent_runs_in_the_async_mode_and_resumes_exactly(tmp_path):
     assert straight["params_digest"] == resumed["params_digest"]
 
 
-def test_impala_refuses_a_recurrent_core():
-    with pytest.raises(ValueError, match="core="):
-        TrainConfig(algo="impala", network=NetworkConfig(core="gru"))
+def test_replay_refuses_to_cut_a_recurrent_fragment(recurrent):
+    """The trajectory holds the carry only at the fragment's start: shorter sequences cannot be replayed."""
+    c, _, _, trajectory = recurrent
+    with pytest.raises(ValueError, match="replay_length=1"):
+        replay_batch(trajectory, ("obs",), 1)
+
+
+def test_impala_replays_a_recurrent_policy_exactly(recurrent):
+    """At the behaviour params IMPALA's replay of whole sequences gives the actor's log-probs
+    (rho = 1) and values, and values each next observation with the carry after the step, as
+    the rollout's bootstrap did: the loss is V-trace on the rollout's own values."""
+    c, state, _, trajectory = recurrent
+    assert bool(trajectory.truncated.any() | trajectory.terminated.any())
+    gamma = 0.9
+    impala = make_impala(LearnerConfig(update_epochs=1, num_minibatches=1, gamma=gamma, gae_lambda=1.0), c.policy,
+                         num_updates=1)
+    learner = impala.init(jax.random.PRNGKey(0)).replace(params=state.learner.params)
+    updated, metrics = jax.jit(impala.update)(learner, trajectory)
+
+    np.testing.assert_allclose(metrics["rho_mean"], 1.0, atol=1e-5)
+    assert abs(float(metrics["approx_kl"])) < 1e-6
+    discount_t, lambda_t = gae_inputs(trajectory.reward, trajectory.terminated, trajectory.truncated, gamma, 1.0)
+    targets = jax.vmap(vtrace, in_axes=1, out_axes=1)(trajectory.value, trajectory.bootstrap_value,
+                                                      trajectory.reward, discount_t,
+                                                      jnp.ones_like(trajectory.value), lambda_t)
+    np.testing.assert_allclose(metrics["value_loss"], 0.5 * np.mean((trajectory.value - targets.vs) ** 2),
+                               rtol=1e-4)
+    np.testing.assert_allclose(metrics["policy_loss"], -np.mean(targets.pg_advantage * trajectory.log_prob),
+                               rtol=1e-4)
+    # and the update trains the recurrent core
+    core_before, core_after = (jax.tree.leaves(p["params"]["core"]) for p in (learner.params, updated.params))
+    assert all(np.isfinite(leaf).all() for leaf in core_after)
+    assert any(not np.array_equal(a, b) for a, b in zip(core_before, core_after))

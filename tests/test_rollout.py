@@ -13,7 +13,7 @@ import pytest
 
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.envs import make_env
-from jaxrl_async.networks import make_policy
+from jaxrl_async.networks import make_policy, reset_carry
 from jaxrl_async.rollout import make_rollout
 
 # the jitted scan against a step-by-step loop: full float32 matmuls on any backend (conftest.py)
@@ -23,13 +23,14 @@ GAMMA = 0.9
 GAE_LAMBDA = 0.8
 NUM_ENVS = 4
 SMALL_NET = NetworkConfig(hidden_sizes=(16,))
+SMALL_GRU = NetworkConfig(hidden_sizes=(16,), core="gru", core_size=8)
 
 
-def build(env_id, *, num_steps, num_envs=NUM_ENVS, normalize_obs=False, max_steps=None):
+def build(env_id, *, num_steps, num_envs=NUM_ENVS, normalize_obs=False, max_steps=None, network=SMALL_NET):
     env, env_params = make_env(env_id)
     if max_steps is not None:
         env_params = env_params.replace(max_steps_in_episode=max_steps)
-    policy = make_policy(SMALL_NET, env.observation_space(env_params).shape, env.action_space(env_params))
+    policy = make_policy(network, env.observation_space(env_params).shape, env.action_space(env_params))
     rollout = make_rollout(env, env_params, policy, num_envs=num_envs, num_steps=num_steps,
                            gamma=GAMMA, gae_lambda=GAE_LAMBDA, normalize_obs=normalize_obs)
     params = policy.init(jax.random.PRNGKey(1))
@@ -54,8 +55,10 @@ def numpy_gae(reward, terminated, truncated, value, bootstrap_value, gamma, lam)
 
 
 def reference_rollout(env, env_params, policy, params, state, num_steps, normalize_obs):
-    """The rollout as a step-by-step Python loop over the same keys."""
+    """The rollout as a step-by-step Python loop over the same keys; the policy's carry is reset
+    where an episode starts, and the carry after each step values its next observation."""
     key, env_state, obs = state.key, state.env_state, np.asarray(state.obs)
+    carry, reset, carries_after = state.carry, state.reset, []
     num_envs = obs.shape[0]
     seen = [obs]  # every raw observation the statistics have merged
 
@@ -73,7 +76,8 @@ def reference_rollout(env, env_params, policy, params, state, num_steps, normali
         keys = jax.random.split(key, num_envs + 2)
         key, act_key, step_keys = keys[0], keys[1], keys[2:]
         policy_obs = observe(obs)
-        dist, value = policy.apply(params, jnp.asarray(policy_obs))
+        dist, value, carry = policy.step(params, jnp.asarray(policy_obs), reset_carry(policy, carry, reset))
+        carries_after.append(carry)
         action = dist.sample(act_key)
         log_prob = dist.log_prob(action)
         outputs = []
@@ -92,31 +96,37 @@ def reference_rollout(env, env_params, policy, params, state, num_steps, normali
         rec["reward"].append(np.array([o[2] for o in outputs], np.float32))
         rec["terminated"].append(np.array([o[3] for o in outputs], bool))
         rec["truncated"].append(np.array([o[4] for o in outputs], bool))
+        reset = jnp.asarray(rec["terminated"][-1] | rec["truncated"][-1])
         rec["next_obs"].append(observe(final_obs))
         for name in ("episode_return", "episode_length", "episode_done"):
             rec[name].append(np.array([i[name] for i in infos]))
         obs = next_obs
     rec = {name: np.stack(values) for name, values in rec.items()}
-    rec["bootstrap_value"] = np.asarray(policy.value(params, jnp.asarray(rec["next_obs"])))
+    carries_after = jax.tree.map(lambda *steps: jnp.stack(steps), *carries_after) if carries_after else ()
+    rec["bootstrap_value"] = np.asarray(policy.value_step(params, jnp.asarray(rec["next_obs"]), carries_after))
     rec["advantage"] = numpy_gae(rec["reward"], rec["terminated"], rec["truncated"], rec["value"],
                                  rec["bootstrap_value"], GAMMA, GAE_LAMBDA)
     rec["target"] = rec["advantage"] + rec["value"]
-    return rec, dict(key=key, obs=obs, env_state=env_state, seen=np.concatenate(seen))
+    return rec, dict(key=key, obs=obs, env_state=env_state, seen=np.concatenate(seen), carry=carry, reset=reset)
 
 
 # CartPole with 32 steps sees terminations; the probe with a 3-step limit, truncations.
+# A GRU on both: its carry must be reset at every episode start, and at a truncation the
+# bootstrap must value the final observation with the carry after the step.
 REFERENCE_CASES = [
-    pytest.param("CartPole-v1", 32, False, None, id="cartpole"),
-    pytest.param("CartPole-v1", 16, True, None, id="cartpole-normalized"),
-    pytest.param("Probe-Truncation", 8, False, 3, id="truncation"),
-    pytest.param("Probe-TwoStep", 6, False, None, id="twostep"),
+    pytest.param("CartPole-v1", 32, False, None, SMALL_NET, id="cartpole"),
+    pytest.param("CartPole-v1", 16, True, None, SMALL_NET, id="cartpole-normalized"),
+    pytest.param("CartPole-v1", 32, False, None, SMALL_GRU, id="cartpole-gru"),
+    pytest.param("Probe-Truncation", 8, False, 3, SMALL_NET, id="truncation"),
+    pytest.param("Probe-Truncation", 8, False, 3, SMALL_GRU, id="truncation-gru"),
+    pytest.param("Probe-TwoStep", 6, False, None, SMALL_NET, id="twostep"),
 ]
 
 
-@pytest.mark.parametrize("env_id, num_steps, normalize_obs, max_steps", REFERENCE_CASES)
-def test_jitted_scan_equals_python_loop(env_id, num_steps, normalize_obs, max_steps):
+@pytest.mark.parametrize("env_id, num_steps, normalize_obs, max_steps, network", REFERENCE_CASES)
+def test_jitted_scan_equals_python_loop(env_id, num_steps, normalize_obs, max_steps, network):
     env, env_params, policy, rollout, params, state = build(
-        env_id, num_steps=num_steps, normalize_obs=normalize_obs, max_steps=max_steps)
+        env_id, num_steps=num_steps, normalize_obs=normalize_obs, max_steps=max_steps, network=network)
     new_state, traj = jax.jit(rollout.collect)(params, state)
     expected, final = reference_rollout(env, env_params, policy, params, state, num_steps, normalize_obs)
 
@@ -131,6 +141,8 @@ def test_jitted_scan_equals_python_loop(env_id, num_steps, normalize_obs, max_st
     np.testing.assert_array_equal(new_state.key, final["key"])
     np.testing.assert_allclose(new_state.obs, final["obs"], rtol=1e-5, atol=1e-6)
     chex.assert_trees_all_close(new_state.env_state, final["env_state"], rtol=1e-5, atol=1e-6)
+    chex.assert_trees_all_close(new_state.carry, final["carry"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(new_state.reset, final["reset"])
     if normalize_obs:
         seen = final["seen"]
         assert float(new_state.obs_stats.count) == len(seen) == NUM_ENVS * (num_steps + 1)
@@ -188,8 +200,8 @@ def test_truncation_bootstraps_from_the_final_observation(truncation_rollout):
     # and the env did reset: the step after a truncation acts on the reset observation 0
     np.testing.assert_allclose(np.asarray(traj.obs)[3:7:3], 0.0)
 
-    value_final = float(policy.value(params, jnp.ones((1,))))
-    value_reset = float(policy.value(params, jnp.zeros((1,))))
+    value_final = float(policy.value_step(params, jnp.ones((1,)), ()))
+    value_reset = float(policy.value_step(params, jnp.zeros((1,)), ()))
     assert abs(value_final - value_reset) > 1e-2, "critic too flat to tell the two apart"
     np.testing.assert_allclose(np.asarray(traj.bootstrap_value)[truncated], value_final, rtol=1e-6)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxrl_async import losses
-from jaxrl_async.algorithms.common import (LearnerHyperparams, learner_batch, make_learner, policy_outputs,
+from jaxrl_async.algorithms.common import (LearnerHyperparams, make_learner, replay, replay_batch,
                                            truncated_importance_weight)
 from jaxrl_async.networks import Policy
 from jaxrl_async.types import Algorithm, Trajectory
@@ -25,7 +25,7 @@ _FIELDS = ("obs", "action", "log_prob", "advantage", "target")
 def policy_gradient_terms(cfg, policy: Policy, params, batch: dict, advantage, target,
                           hp: LearnerHyperparams) -> tuple:
     """The loss shared by A2C and REINFORCE: weighted policy gradient + value regression - entropy."""
-    dist, value = policy_outputs(policy, params, batch)
+    dist, value, _ = replay(policy, params, batch)
     log_prob = dist.log_prob(batch["action"])
     weight = truncated_importance_weight(log_prob, batch["log_prob"]) if cfg.importance_weights else 1.0
     if cfg.normalize_advantages:
@@ -44,7 +44,7 @@ def make_a2c(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
         return policy_gradient_terms(cfg, policy, params, batch, batch["advantage"], batch["target"], hp)
 
     def batch_fn(trajectory: Trajectory):
-        batch, size = learner_batch(policy, trajectory, _FIELDS)
+        batch, size = replay_batch(trajectory, _FIELDS, policy.replay_length)
         return batch, size, {"explained_variance": losses.explained_variance(trajectory.value, trajectory.target)}
 
     return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates)

@@ -87,8 +87,9 @@ def make_learner(cfg, policy: Policy, loss_fn: LossFn, batch_fn: BatchFn, *, num
         max_grad_norm, ent_coef, vf_coef, clip_eps).
       policy: the actor-critic.
       loss_fn: the learner's loss on one minibatch.
-      batch_fn: lays a trajectory out as the batch to shuffle (transitions, or whole
-        env sequences for learners that need the time order).
+      batch_fn: lays a trajectory out as the batch to shuffle, sequences along its first
+        axis (`replay_batch`: single transitions, or whole env sequences for a recurrent
+        policy or a learner that needs the time order).
       num_updates: iterations in the run, for the annealing.
     """
     optimizer = make_optimizer(cfg.max_grad_norm)
@@ -136,41 +137,65 @@ def make_learner(cfg, policy: Policy, loss_fn: LossFn, batch_fn: BatchFn, *, num
     return Algorithm(init, update)
 
 
-def learner_batch(policy: Policy, trajectory: Trajectory, fields: tuple[str, ...],
-                  extra: dict[str, jax.Array] | None = None) -> tuple[dict, int]:
-    """The trajectory's `fields` (and `extra` `[T, B]` arrays) as the batch to shuffle: independent
-    transitions for a feedforward policy; whole env sequences with their initial carry and reset
-    flags for a recurrent one, which must replay them in order (`policy_outputs`)."""
-    if not policy.recurrent:
-        batch, size = flat_transitions(trajectory, fields)
-        return {**batch, **{k: v.reshape((size,) + v.shape[2:]) for k, v in (extra or {}).items()}}, size
-    batch, size = env_sequences(trajectory, fields + ("reset",))
-    batch.update({k: jnp.swapaxes(v, 0, 1) for k, v in (extra or {}).items()})
-    batch["initial_carry"] = trajectory.initial_carry
-    return batch, size
+def replay_batch(trajectory: Trajectory, fields: tuple[str, ...], replay_length: int | None,
+                 extra: dict[str, jax.Array] | None = None) -> tuple[dict, int]:
+    """The trajectory cut into sequences of `replay_length` steps: the batch the learner shuffles.
 
+    The learner replays each sequence with `policy.unroll` (`replay`) from the carry at
+    its start, so a sequence must start where the carry is known. The trajectory stores
+    the carry at the fragment's start only, and the policy states the length it needs
+    (`Policy.replay_length`): 1 for a feedforward policy, whose carry is empty (every
+    transition stands alone and is shuffled on its own), None (the whole fragment) for a
+    recurrent one. A learner that needs the time order itself (V-trace) asks for whole
+    fragments, which fit every policy. The layout follows from that one number, and the
+    same replay serves every policy: no caller asks whether the policy is recurrent.
 
-def policy_outputs(policy: Policy, params, batch: dict):
-    """(distribution, value) for the batch's observations, laid out like the batch."""
-    if not policy.recurrent:
-        return policy.apply(params, batch["obs"])
-    time_major = lambda x: jnp.swapaxes(x, 0, 1)  # [b, T] <-> [T, b]
-    dist, value = policy.unroll(params, time_major(batch["obs"]), batch["initial_carry"],
-                                time_major(batch["reset"]))
-    return jax.tree.map(time_major, dist), time_major(value)
+    The layout is the learner's business, not the rollout's: the rollout records the
+    same time-major fragment for every policy and learner, and only the learner knows
+    the order its loss needs.
 
+    Sequence `k * B + b` holds steps `[k L, (k + 1) L)` of env `b`: with L = T the env
+    sequences `[B, T]`; with L = 1 the time-major transitions `[T * B]`. Single steps
+    (`replay_length=1`) carry no time axis: they are exactly the `[T * B, ...]`
+    transitions the feedforward learners have always trained on, so their XLA program,
+    and its float rounding, is unchanged (a length-1 axis changes the matmul shapes).
 
-def flat_transitions(trajectory: Trajectory, fields: tuple[str, ...]) -> tuple[dict, int]:
-    """The named `[T, B, ...]` fields as `[T * B, ...]`: independent transitions to shuffle."""
+    Args:
+      trajectory: the rollout, `[T, B, ...]` fields; `initial_carry` leaves `[B, ...]`.
+      fields: the trajectory fields to lay out.
+      replay_length: L, a divisor of T; None for T (whole fragments).
+      extra: more `[T, B, ...]` arrays to lay out alongside (e.g. returns).
+
+    Returns:
+      batch: each field `[T * B / L, L, ...]` (`[T * B, ...]` for single steps), with
+        `reset` laid out alike and the sequences' `initial_carry`.
+      num_sequences: T * B / L, the length of the axis to shuffle.
+    """
     num_steps, num_envs = trajectory.reward.shape
-    batch = {f: getattr(trajectory, f) for f in fields}
-    return jax.tree.map(lambda x: x.reshape((num_steps * num_envs,) + x.shape[2:]), batch), num_steps * num_envs
+    if replay_length is not None and jax.tree.leaves(trajectory.initial_carry):
+        raise ValueError(f"replay_length={replay_length}: a policy with a recurrent state must replay whole "
+                         "fragments (replay_length=None), since the trajectory stores its carry only at the "
+                         "fragment's start")
+    length = num_steps if replay_length is None else replay_length
+    if length < 1 or num_steps % length:
+        raise ValueError(f"replay_length={length} must divide the rollout's num_steps={num_steps}")
+    num_chunks = num_steps // length
+    time_axis = () if replay_length == 1 else (length,)
+
+    def sequences(x):  # [T, B, ...] -> [T / L * B, L, ...]
+        x = jnp.swapaxes(x.reshape((num_chunks, length, num_envs) + x.shape[2:]), 1, 2)
+        return x.reshape((num_chunks * num_envs,) + time_axis + x.shape[3:])
+
+    batch = jax.tree.map(sequences, {**{f: getattr(trajectory, f) for f in fields + ("reset",)}, **(extra or {})})
+    # whole fragments start at the fragment's start; a cut one has an empty carry (checked above)
+    batch["initial_carry"] = trajectory.initial_carry
+    return batch, num_chunks * num_envs
 
 
-def env_sequences(trajectory: Trajectory, fields: tuple[str, ...]) -> tuple[dict, int]:
-    """The named fields as `[B, T, ...]`: whole env sequences to shuffle, keeping time order."""
-    batch = {f: jnp.swapaxes(getattr(trajectory, f), 0, 1) for f in fields}
-    return batch, trajectory.reward.shape[1]
+def replay(policy: Policy, params, batch: dict):
+    """(distribution, value, carry_after) for the batch's sequences (`replay_batch`), laid out
+    like them: `policy.unroll` from each sequence's initial carry, reset at its episode starts."""
+    return policy.unroll(params, batch["obs"], batch["initial_carry"], batch["reset"])
 
 
 def truncated_importance_weight(log_prob: jax.Array, behaviour_log_prob: jax.Array) -> jax.Array:

@@ -9,6 +9,11 @@ rules as GAE: discount_t = gamma * (1 - terminated_t), lambda_t = lambda * (1 -
 truncated_t) (`--gae-lambda` is V-trace's lambda; the paper uses 1). Its natural
 home is the async mode with `--lag latest`, where the data is a version or two
 stale; minibatches are whole env sequences, since V-trace runs along time.
+
+Those whole sequences are also what a recurrent policy replays, so IMPALA trains
+one as it trains a feedforward one: `unroll` from the fragment's initial carry gives
+V(obs_t) and the carry after each step, with which `value_step` gives V(next_obs_t),
+as the rollout computes its bootstrap values.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import jax.numpy as jnp
 
 from jaxrl_async import losses
 from jaxrl_async.advantages import gae_inputs, vtrace
-from jaxrl_async.algorithms.common import env_sequences, make_learner
+from jaxrl_async.algorithms.common import make_learner, replay, replay_batch
 from jaxrl_async.networks import Policy
 from jaxrl_async.types import Algorithm, Trajectory
 
@@ -26,8 +31,6 @@ _FIELDS = ("obs", "next_obs", "action", "log_prob", "reward", "terminated", "tru
 
 
 def make_impala(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
-    if policy.recurrent:
-        raise ValueError("impala supports feedforward policies; train a recurrent core with ppo, a2c or reinforce")
     # one sequence [T] -> V-trace outputs [T]; vmapped over the minibatch's sequences
     sequence_vtrace = jax.vmap(
         lambda v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_t: vtrace(
@@ -35,8 +38,8 @@ def make_impala(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
             clip_pg_rho_threshold=cfg.clip_pg_rho_threshold))
 
     def loss_fn(params, batch, hp):
-        dist, v_tm1 = policy.apply(params, batch["obs"])  # [b, T]
-        v_t = policy.value(params, batch["next_obs"])
+        dist, v_tm1, carry_after = replay(policy, params, batch)  # [b, T]
+        v_t = policy.value_step(params, batch["next_obs"], carry_after)
         log_prob = dist.log_prob(batch["action"])
         log_rho = log_prob - batch["log_prob"]
         discount_t, lambda_t = gae_inputs(batch["reward"], batch["terminated"], batch["truncated"],
@@ -52,7 +55,8 @@ def make_impala(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
                           explained_variance=losses.explained_variance(v_tm1, targets.vs))
 
     def batch_fn(trajectory: Trajectory):
-        batch, num_sequences = env_sequences(trajectory, _FIELDS)
+        # whole fragments whatever the policy: V-trace runs along time
+        batch, num_sequences = replay_batch(trajectory, _FIELDS, None)
         return batch, num_sequences, {}
 
     return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates)

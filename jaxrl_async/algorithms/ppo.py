@@ -5,7 +5,8 @@
     learner, metrics = ppo.update(learner, trajectory)
 
 `update` runs `update_epochs x num_minibatches` gradient steps over shuffled
-minibatches of the trajectory's transitions (`common.make_learner`).
+minibatches of the trajectory's transitions (whole env sequences for a recurrent
+policy; `common.make_learner`, `common.replay_batch`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxrl_async import losses
-from jaxrl_async.algorithms.common import LearnerHyperparams, learner_batch, make_learner, policy_outputs
+from jaxrl_async.algorithms.common import LearnerHyperparams, make_learner, replay, replay_batch
 from jaxrl_async.config import check_minibatches
 from jaxrl_async.networks import Policy
 from jaxrl_async.types import Algorithm, Trajectory
@@ -29,14 +30,16 @@ def make_ppo(cfg, policy: Policy, *, num_updates: int, batch_size: int) -> Algor
       cfg: learner hyperparameters (`LearnerConfig`).
       policy: the actor-critic's pure functions.
       num_updates: iterations in the run (for linear learning-rate annealing).
-      batch_size: transitions per trajectory; `cfg.num_minibatches` must divide it.
+      batch_size: transitions per trajectory; `cfg.num_minibatches` must divide it (and,
+        when the learner shuffles whole env sequences, the number of envs: checked
+        when `update` lays the batch out).
     """
-    # a recurrent policy's minibatches are env sequences, whose count `make_learner` checks at the first update
-    if not policy.recurrent:
-        check_minibatches(cfg.num_minibatches, batch_size)
+    # holds for every layout (a divisor of num_envs divides num_envs*num_steps); `make_learner`
+    # checks the count of the sequences it shuffles at the first update
+    check_minibatches(cfg.num_minibatches, batch_size)
 
     def loss_fn(params, batch, hp: LearnerHyperparams):
-        dist, value = policy_outputs(policy, params, batch)
+        dist, value, _ = replay(policy, params, batch)
         log_ratio = dist.log_prob(batch["action"]) - batch["log_prob"]
         advantage = batch["advantage"]
         if cfg.normalize_advantages:
@@ -51,7 +54,7 @@ def make_ppo(cfg, policy: Policy, *, num_updates: int, batch_size: int) -> Algor
                           clip_fraction=losses.clip_fraction(log_ratio, hp.clip_eps))
 
     def batch_fn(trajectory: Trajectory):
-        batch, size = learner_batch(policy, trajectory, _FIELDS)
+        batch, size = replay_batch(trajectory, _FIELDS, policy.replay_length)
         return batch, size, {"explained_variance": losses.explained_variance(trajectory.value, trajectory.target)}
 
     return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates)

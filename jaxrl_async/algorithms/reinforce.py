@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from jaxrl_async import losses
 from jaxrl_async.advantages import batched_lambda_returns, gae_inputs
 from jaxrl_async.algorithms.a2c import policy_gradient_terms
-from jaxrl_async.algorithms.common import learner_batch, make_learner
+from jaxrl_async.algorithms.common import make_learner, replay_batch
 from jaxrl_async.networks import Policy
 from jaxrl_async.types import Algorithm, Trajectory
 
@@ -36,7 +36,8 @@ def make_reinforce(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
 
     def batch_fn(trajectory: Trajectory):
         returns = monte_carlo_returns(trajectory, cfg.gamma)
-        batch, size = learner_batch(policy, trajectory, ("obs", "action", "log_prob", "value"), {"returns": returns})
+        batch, size = replay_batch(trajectory, ("obs", "action", "log_prob", "value"), policy.replay_length,
+                                   {"returns": returns})
         return batch, size, {"explained_variance": losses.explained_variance(trajectory.value, returns),
                              "return_mean": jnp.mean(returns)}
 
