@@ -99,9 +99,8 @@ def train_command(args: list[str]) -> int:
     from jaxrl_async.runtime import configure_compilation_cache  # JAX starts only once the flags are valid
     from jaxrl_async.training import train
 
-    configure_compilation_cache(command.compilation_cache)
-
     try:
+        configure_compilation_cache(command.compilation_cache)
         result = train(config, resume=command.resume is not None)
     except FloatingPointError as error:  # divergence: the message names the last good checkpoint
         return _fail(prog, error, command.debug, code=1)
@@ -116,9 +115,8 @@ def eval_command(args: list[str]) -> int:
     from jaxrl_async.evaluate_run import evaluate_run  # JAX starts only once the flags are valid
     from jaxrl_async.runtime import configure_compilation_cache
 
-    configure_compilation_cache(command.compilation_cache)
-
     try:
+        configure_compilation_cache(command.compilation_cache)
         report = evaluate_run(command.run_dir, checkpoint=command.checkpoint, episodes=command.episodes,
                               greedy=not command.stochastic, seed=command.seed)
     except (ValueError, FileNotFoundError) as error:

@@ -67,7 +67,17 @@ def configure_compilation_cache(setting: str | None = None) -> str | None:
         jax.config.update("jax_enable_compilation_cache", False)
         return None
     path = setting or os.environ.get("JAX_COMPILATION_CACHE_DIR") or default_compilation_cache_dir()
-    os.makedirs(path, exist_ok=True)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        if setting:
+            raise ValueError(f"--compilation-cache {setting!r} cannot be used ({error.strerror}): give a "
+                             "writable directory, or 'off'") from None
+        # the default place only: training goes on, compiling every program as before
+        warnings.warn(f"no persistent compilation cache: cannot create {path} ({error.strerror}); set "
+                      "--compilation-cache DIR or XDG_CACHE_HOME", RuntimeWarning, stacklevel=2)
+        jax.config.update("jax_enable_compilation_cache", False)
+        return None
     jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_compilation_cache_dir", path)
     # every program, also those compiling in under JAX's default second (evaluation, initialisation):

@@ -94,3 +94,13 @@ def test_compilation_is_cached_in_the_user_cache_dir_and_paid_once(tmp_path):
     assert sorted(os.listdir(cache)) == first
     _train_in_a_new_process(tmp_path / "off", tmp_path / "other-cache", "--compilation-cache", "off")
     assert not (tmp_path / "other-cache" / "jaxrl_async").exists()
+
+
+def test_an_unusable_compilation_cache_dir_is_a_clear_error(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    assert main(["train", *TINY_RUN, "--run-dir", str(tmp_path / "run"),
+                 "--compilation-cache", str(blocker / "cache")]) == 2
+    line = _error_line(capsys)
+    assert "--compilation-cache" in line and "writable directory" in line
+    assert not (tmp_path / "run").exists()
