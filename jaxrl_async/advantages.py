@@ -20,6 +20,7 @@ the state reached by acting at ``t`` (the bootstrap value).
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import chex
@@ -55,10 +56,40 @@ def _check_trajectory(arrays: list[Array], lambda_t: Numeric) -> Array:
     return jnp.broadcast_to(lambda_t, arrays[0].shape)
 
 
+SCANS = ("sequential", "matrix")
+
+
+def _decay_matrix(decay_t: Array) -> Array:
+    """``M[t, s] = prod_{t <= k < s} decay_k`` for ``s >= t`` (1 on the diagonal), else 0; [T, T].
+
+    From cumulative sums of ``log decay``; a zero decay (a termination) is counted apart so
+    that products across it are exactly 0 rather than ``exp(-inf - -inf)``."""
+    zero = decay_t == 0
+    log_decay = jnp.log(jnp.where(zero, 1.0, decay_t))
+    log_before = jnp.cumsum(log_decay) - log_decay  # sum over k < i
+    zeros_before = jnp.cumsum(zero.astype(jnp.int32)) - zero.astype(jnp.int32)
+    index = jnp.arange(decay_t.shape[0])
+    unbroken = (index[:, None] <= index[None, :]) & (zeros_before[:, None] == zeros_before[None, :])
+    return jnp.where(unbroken, jnp.exp(log_before[None, :] - log_before[:, None]), 0.0)
+
+
 def _reverse_discounted_sum(
-    delta_t: Array, decay_t: Array, initial: Array
+    delta_t: Array, decay_t: Array, initial: Array, scan: str = "sequential"
 ) -> Array:
-    """``acc_t = delta_t + decay_t * acc_{t+1}``, ``acc_T = initial``; reverse scan."""
+    """``acc_t = delta_t + decay_t * acc_{t+1}``, ``acc_T = initial``.
+
+    ``scan="sequential"``: a reverse ``lax.scan``, T dependent steps. ``"matrix"``: the
+    unrolled sum ``acc_t = sum_{s >= t} (prod_{t <= k < s} decay_k) delta_s`` as one
+    [T, T+1] matrix-vector product (a dozen kernels instead of a few per step: what a
+    launch-bound GPU wants; O(T^2) memory, so for short fragments). Equal to float rounding.
+    """
+    if scan == "matrix":
+        # the initial value is one more delta, reached through every decay
+        deltas = jnp.concatenate([delta_t, jnp.reshape(initial, (1,)).astype(delta_t.dtype)])
+        decays = jnp.concatenate([decay_t, jnp.ones((1,), decay_t.dtype)])
+        return jnp.matmul(_decay_matrix(decays)[:-1], deltas, precision=lax.Precision.HIGHEST)
+    if scan != "sequential":
+        raise ValueError(f"scan={scan!r}: choose one of {SCANS}")
 
     def _body(acc, xs):
         delta, decay = xs
@@ -110,6 +141,7 @@ def gae(
     v_tm1: Array,
     v_t: Array,
     lambda_t: Numeric,
+    scan: str = "sequential",
 ) -> Array:
     """Generalized advantage estimation on one trajectory (Schulman et al., 2016).
 
@@ -135,6 +167,8 @@ def gae(
       v_t: [T] float, bootstrap value of the next state (``V(final_obs)`` at a
         truncation, anything at a termination).
       lambda_t: scalar or [T] float, ``lambda * (1 - truncated_t)``.
+      scan: "sequential" (a reverse scan) or "matrix" (one matrix product for the whole
+        recursion; equal to float rounding).
 
     Returns:
       [T] advantages ``A_t``, dtype of ``r_t``.
@@ -142,7 +176,7 @@ def gae(
     lambda_t = _check_trajectory([r_t, discount_t, v_tm1, v_t], lambda_t)
     delta_t = r_t + discount_t * v_t - v_tm1
     return _reverse_discounted_sum(
-        delta_t, discount_t * lambda_t, jnp.zeros((), r_t.dtype)
+        delta_t, discount_t * lambda_t, jnp.zeros((), r_t.dtype), scan
     )
 
 
@@ -267,6 +301,7 @@ def batched_gae(
     v_tm1: Array,
     v_t: Array,
     lambda_t: Numeric,
+    scan: str = "sequential",
 ) -> Array:
     """:func:`gae` over time-major [T, B] inputs; ``lambda_t`` scalar or [T, B].
 
@@ -275,7 +310,7 @@ def batched_gae(
     """
     chex.assert_rank([r_t, discount_t, v_tm1, v_t], 2)
     in_axes = (1, 1, 1, 1, _lambda_axis(lambda_t))
-    return jax.vmap(gae, in_axes=in_axes, out_axes=1)(
+    return jax.vmap(functools.partial(gae, scan=scan), in_axes=in_axes, out_axes=1)(
         r_t, discount_t, v_tm1, v_t, lambda_t
     )
 

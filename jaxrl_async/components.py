@@ -18,8 +18,10 @@ from jaxrl_async.algorithms import make_algorithm
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.evaluate import EvalResult, make_evaluator
-from jaxrl_async.networks import Policy, make_policy
+from jaxrl_async.networks import Policy, make_policy, with_matmul_precision
 from jaxrl_async.rollout import Rollout, make_rollout
+from jaxrl_async.speed import SpeedSettings
+from jaxrl_async.speed import resolve as resolve_speed
 from jaxrl_async.types import Algorithm, TrainState
 
 
@@ -33,19 +35,24 @@ class Components(NamedTuple):
     rollout: Rollout
     algo: Algorithm
     evaluate: Callable[..., EvalResult]
+    speed: SpeedSettings  # the resolved speed settings
 
 
-def build(cfg: TrainConfig) -> Components:
+def build(cfg: TrainConfig, backend: str | None = None) -> Components:
+    """The run's pieces; the speed settings left at 'auto' take `backend`'s defaults
+    (default: `jax.default_backend()`, where the programs will run)."""
     env, env_params = make_env(cfg.env)
     obs_shape = env.observation_space(env_params).shape
-    policy = make_policy(cfg.network, obs_shape, env.action_space(env_params))
+    policy = with_matmul_precision(make_policy(cfg.network, obs_shape, env.action_space(env_params)),
+                                   cfg.matmul_precision)
+    speed = resolve_speed(cfg, backend)
     rollout = make_rollout(env, env_params, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps,
                            gamma=cfg.learner.gamma, gae_lambda=cfg.learner.gae_lambda,
-                           normalize_obs=cfg.normalize_obs, unroll=cfg.scan_unroll)
-    algo = make_algorithm(cfg, policy)
+                           normalize_obs=cfg.normalize_obs, unroll=speed.scan_unroll, gae_scan=speed.gae_scan)
+    algo = make_algorithm(cfg, policy, unroll=speed.update_unroll)
     evaluate = make_evaluator(env, env_params, policy, num_episodes=cfg.eval_episodes,
-                              normalize_obs=cfg.normalize_obs)
-    return Components(cfg, env, env_params, policy, rollout, algo, evaluate)
+                              normalize_obs=cfg.normalize_obs, unroll=speed.eval_unroll)
+    return Components(cfg, env, env_params, policy, rollout, algo, evaluate, speed)
 
 
 def seed_keys(seed: int, num_seeds: int) -> jax.Array:

@@ -72,7 +72,7 @@ class _EvalLoop:
 
 
 def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
-                   normalize_obs: bool = False, max_steps: int | None = None
+                   normalize_obs: bool = False, max_steps: int | None = None, unroll: int = 1
                    ) -> Callable[..., EvalResult]:
     """Build `evaluate(params, obs_stats, key, greedy=True) -> EvalResult`.
 
@@ -83,6 +83,8 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
       normalize_obs: feed the policy `obs_stats.normalize(obs)` (frozen statistics).
       max_steps: step limit of the loop; default the env's time limit
         (`max_steps_in_episode`), so every episode completes.
+      unroll: env steps per trip of the loop (speed only: a step past an env's first
+        episode, or past `max_steps`, changes nothing).
     """
     if max_steps is None:
         max_steps = int(getattr(env_params, "max_steps_in_episode", 10_000))
@@ -110,15 +112,21 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
             action = dist.mode() if greedy else dist.sample(act_key)
             obs, env_state, reward, terminated, truncated, _ = step_env(
                 jax.random.split(step_key, num_episodes), loop.env_state, action, env_params)
-            # envs auto-reset: only the first episode of each env counts
-            live = ~loop.done
+            # envs auto-reset: only the first episode of each env counts; an unrolled trip's
+            # steps past the limit count for nothing
+            live = ~loop.done & (loop.t < max_steps)
             return loop.replace(env_state=env_state, obs=obs, policy_carry=policy_carry, key=key,
                                 returns=loop.returns + jnp.where(live, reward.astype(jnp.float32), 0.0),
                                 lengths=loop.lengths + live.astype(jnp.int32),
-                                done=loop.done | terminated | truncated, reset=terminated | truncated,
-                                t=loop.t + 1)
+                                done=loop.done | ((terminated | truncated) & live),
+                                reset=terminated | truncated, t=loop.t + 1)
 
-        loop = jax.lax.while_loop(cond, body, loop)
+        def trip(loop: _EvalLoop) -> _EvalLoop:
+            for _ in range(unroll):
+                loop = body(loop)
+            return loop
+
+        loop = jax.lax.while_loop(cond, trip, loop)
         return EvalResult(returns=loop.returns, lengths=loop.lengths, complete=loop.done)
 
     return evaluate

@@ -20,16 +20,22 @@ from jaxrl_async.run import Run, Window
 from jaxrl_async.types import TrainState
 
 
-def compile_fused(c: Components, state: TrainState, shardings: Any):
-    """AOT-compile `state, n -> (state, metric sums, diagnostics)` for any iteration count n
-    and warm it up with one iteration on a copy of the state; the state keeps its
-    placement (`shardings`) from call to call."""
+def fused_program(c: Components, shardings: Any = None):
+    """The jitted `state, n -> (state, metric sums, diagnostics)` for any iteration count n, the
+    state donated; with `shardings` the state keeps that placement from call to call."""
     def run_chunk(state, num_iterations):
         state, sums, diagnostics = over_seeds(lambda s: run_iterations(c, s, num_iterations),
                                               c.cfg.num_seeds)(state)
-        return jax.lax.with_sharding_constraint(state, shardings), sums, diagnostics
+        if shardings is not None:
+            state = jax.lax.with_sharding_constraint(state, shardings)
+        return state, sums, diagnostics
 
-    compiled = jax.jit(run_chunk, donate_argnums=0).lower(state, jnp.int32(1)).compile()
+    return jax.jit(run_chunk, donate_argnums=0)
+
+
+def compile_fused(c: Components, state: TrainState, shardings: Any):
+    """AOT-compile `fused_program` and warm it up with one iteration on a copy of the state."""
+    compiled = fused_program(c, shardings).lower(state, jnp.int32(1)).compile()
     warm_up(compiled, state, jnp.int32(1))
     return compiled
 

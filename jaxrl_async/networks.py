@@ -26,6 +26,7 @@ which costs nothing to pass around):
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple, Sequence
 
 import flax.linen as nn
@@ -148,6 +149,24 @@ def reset_carry(policy: Policy, carry: Any, reset: jax.Array) -> Any:
     initial = policy.initial_carry(reset.shape)
     return jax.tree.map(lambda c0, c: jnp.where(reset.reshape(reset.shape + (1,) * (c.ndim - reset.ndim)), c0, c),
                         initial, carry)
+
+
+def with_matmul_precision(policy: Policy, precision: str) -> Policy:
+    """The policy with its matmuls traced at `precision` ('float32', 'tensorfloat32', 'bfloat16';
+    'default' leaves JAX's setting). The setting is read when a function is traced, in whatever
+    thread traces it (the async actor's too), so it travels with the functions themselves."""
+    if precision == "default":
+        return policy
+
+    def at_precision(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with jax.default_matmul_precision(precision):
+                return fn(*args, **kwargs)
+        return wrapped
+
+    return policy._replace(**{name: at_precision(getattr(policy, name))
+                              for name in ("init", "step", "value_step", "unroll")})
 
 
 def make_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) -> Policy:

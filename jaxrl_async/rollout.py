@@ -29,7 +29,7 @@ class Rollout(NamedTuple):
 
 def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: int,
                  gamma: float, gae_lambda: float, normalize_obs: bool = False,
-                 unroll: int = 1) -> Rollout:
+                 unroll: int = 1, gae_scan: str = "sequential") -> Rollout:
     """Build the rollout for `num_envs` parallel copies of a gymnax-1.x env.
 
     Args:
@@ -41,6 +41,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
       normalize_obs: keep running observation statistics in the state and feed
         the policy normalised observations.
       unroll: `lax.scan` unroll factor (speed only).
+      gae_scan: GAE's recursion, "sequential" or "associative" (`advantages.gae`; speed only).
     """
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     reset_env = jax.vmap(env.reset, in_axes=(0, None))
@@ -94,7 +95,8 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         bootstrap_value = policy.value_step(params, rec["next_obs"], rec.pop("carry_after"))
         discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"],
                                           gamma, gae_lambda)
-        advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t)
+        advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t,
+                                scan=gae_scan)
         trajectory = Trajectory(**rec, bootstrap_value=bootstrap_value, advantage=advantage,
                                 target=advantage + rec["value"], initial_carry=initial_carry)
         chex.assert_shape([trajectory.reward, trajectory.advantage, trajectory.log_prob],

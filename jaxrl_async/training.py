@@ -108,7 +108,7 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     summary = make_summary(cfg, state, run.last_eval, wall_s=time.perf_counter() - wall_start,
                            updates_trained=done - run.start_update, best_eval_return=run.best_eval_return,
                            eval_checkpoint_s=run.host_s, devices=placement.num_devices,
-                           sharding=placement.layout, **timing)
+                           sharding=placement.layout, speed=c.speed.as_dict(), **timing)
     run_dir_lib.write_json(os.path.join(run.run_dir, run_dir_lib.SUMMARY_FILE), summary)
     if console:
         print(f"final greedy return {summary['final_eval_return_mean']:.2f} "

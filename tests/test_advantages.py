@@ -189,20 +189,22 @@ V_T = [1.0, 1.5, 2.0]
 
 
 @pytest.mark.parametrize("jit", [True, False])
-def test_gae_hand_computed_no_boundary(jit):
+@pytest.mark.parametrize("scan", adv.SCANS)
+def test_gae_hand_computed_no_boundary(scan, jit):
     # delta = [1 + .9*1 - .5, 2 + .9*1.5 - 1, 3 + .9*2 - 1.5] = [1.4, 2.35, 3.3]
     # A_2 = 3.3; A_1 = 2.35 + .45*3.3 = 3.835; A_0 = 1.4 + .45*3.835 = 3.12575
     discount_t, lambda_t = adv.gae_inputs(
         jnp.zeros(3, jnp.float32), jnp.zeros(3, bool), jnp.zeros(3, bool),
         GAMMA, 0.5,
     )
-    out = _maybe_jit(adv.gae, jit)(*_f32(R, discount_t, V_TM1, V_T), lambda_t)
+    out = _maybe_jit(adv.gae, jit, scan=scan)(*_f32(R, discount_t, V_TM1, V_T), lambda_t)
     np.testing.assert_allclose(out, [3.12575, 3.835, 3.3], rtol=RTOL)
     assert out.dtype == jnp.float32
 
 
 @pytest.mark.parametrize("jit", [True, False])
-def test_gae_hand_computed_truncation(jit):
+@pytest.mark.parametrize("scan", adv.SCANS)
+def test_gae_hand_computed_truncation(scan, jit):
     # Time limit at t=1: V(final_obs) = 4.0 is the bootstrap; V(s_2) = 1.5 is
     # the reset state of the next episode and must not enter A_1.
     # delta_1 = 2 + .9*4 - 1 = 4.6, A_1 = 4.6 (lambda_1 = 0); A_2 = 3.3
@@ -212,12 +214,13 @@ def test_gae_hand_computed_truncation(jit):
         jnp.zeros(3, jnp.float32), jnp.zeros(3, bool), truncated, GAMMA, 0.5
     )
     v_t = [1.0, 4.0, 2.0]
-    out = _maybe_jit(adv.gae, jit)(*_f32(R, discount_t, V_TM1, v_t), lambda_t)
+    out = _maybe_jit(adv.gae, jit, scan=scan)(*_f32(R, discount_t, V_TM1, v_t), lambda_t)
     np.testing.assert_allclose(out, [3.47, 4.6, 3.3], rtol=RTOL)
 
 
 @pytest.mark.parametrize("jit", [True, False])
-def test_gae_hand_computed_termination(jit):
+@pytest.mark.parametrize("scan", adv.SCANS)
+def test_gae_hand_computed_termination(scan, jit):
     # Terminal at t=1: delta_1 = 2 + 0 - 1 = 1.0 (v_t[1] = 99 ignored), A_1 = 1.0
     # A_0 = 1.4 + .45*1.0 = 1.85; A_2 = 3.3
     terminated = jnp.array([False, True, False])
@@ -225,7 +228,7 @@ def test_gae_hand_computed_termination(jit):
         jnp.zeros(3, jnp.float32), terminated, jnp.zeros(3, bool), GAMMA, 0.5
     )
     v_t = [1.0, 99.0, 2.0]
-    out = _maybe_jit(adv.gae, jit)(*_f32(R, discount_t, V_TM1, v_t), lambda_t)
+    out = _maybe_jit(adv.gae, jit, scan=scan)(*_f32(R, discount_t, V_TM1, v_t), lambda_t)
     np.testing.assert_allclose(out, [1.85, 1.0, 3.3], rtol=RTOL)
 
 
@@ -235,12 +238,13 @@ def test_gae_hand_computed_termination(jit):
 @pytest.mark.parametrize("jit", [True, False])
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("lam", [0.0, 0.7, 1.0])
-def test_gae_matches_numpy_per_episode(seed, lam, jit):
+@pytest.mark.parametrize("scan", adv.SCANS)
+def test_gae_matches_numpy_per_episode(scan, seed, lam, jit):
     frag = random_fragment(seed, length=30)
     discount_t, lambda_t = adv.gae_inputs(
         jnp.asarray(frag["reward"]), frag["terminated"], frag["truncated"], GAMMA, lam
     )
-    out = _maybe_jit(adv.gae, jit)(
+    out = _maybe_jit(adv.gae, jit, scan=scan)(
         *_f32(frag["reward"], discount_t, frag["v_tm1"], frag["v_t"]), lambda_t
     )
     expected = np_gae_from_flags(
@@ -250,13 +254,14 @@ def test_gae_matches_numpy_per_episode(seed, lam, jit):
     np.testing.assert_allclose(out, expected, rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("scan", adv.SCANS)
 @pytest.mark.parametrize("seed", range(3))
-def test_gae_matches_literal_recursion_arbitrary_inputs(seed):
+def test_gae_matches_literal_recursion_arbitrary_inputs(seed, scan):
     rng = np.random.default_rng(100 + seed)
     r_t, v_tm1, v_t = rng.normal(size=(3, 17)).astype(np.float32)
     discount_t = rng.uniform(size=17).astype(np.float32)
     lambda_t = rng.uniform(size=17).astype(np.float32)
-    out = jax.jit(adv.gae)(*_f32(r_t, discount_t, v_tm1, v_t, lambda_t))
+    out = jax.jit(adv.gae, static_argnames="scan")(*_f32(r_t, discount_t, v_tm1, v_t, lambda_t), scan=scan)
     expected = np_gae_literal(r_t, discount_t, v_tm1, v_t, lambda_t)
     np.testing.assert_allclose(out, expected, rtol=RTOL, atol=ATOL)
 

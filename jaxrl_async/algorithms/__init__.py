@@ -14,17 +14,18 @@ from jaxrl_async.types import Algorithm
 ALGORITHMS = ("ppo", "a2c", "reinforce", "impala")
 
 
-def make_algorithm(cfg: TrainConfig, policy: Policy) -> Algorithm:
-    """The learner `cfg.algo` names, sized for this config's rollout."""
+def make_algorithm(cfg: TrainConfig, policy: Policy, unroll: int = 1) -> Algorithm:
+    """The learner `cfg.algo` names, sized for this config's rollout; `unroll` is its minibatch
+    loop's unroll factor (speed only)."""
     learner = cfg.learner
     if cfg.algo == "ppo":
-        return make_ppo(learner, policy, num_updates=cfg.num_updates, batch_size=cfg.batch_size)
+        return make_ppo(learner, policy, num_updates=cfg.num_updates, batch_size=cfg.batch_size, unroll=unroll)
     if cfg.algo == "a2c":
-        return make_a2c(learner, policy, num_updates=cfg.num_updates)
+        return make_a2c(learner, policy, num_updates=cfg.num_updates, unroll=unroll)
     if cfg.algo == "reinforce":
-        return make_reinforce(learner, policy, num_updates=cfg.num_updates)
+        return make_reinforce(learner, policy, num_updates=cfg.num_updates, unroll=unroll)
     if cfg.algo == "impala":
-        return make_impala(learner, policy, num_updates=cfg.num_updates)
+        return make_impala(learner, policy, num_updates=cfg.num_updates, unroll=unroll)
     raise ValueError(f"algo={cfg.algo!r} is not known: choose one of {', '.join(ALGORITHMS)}")
 
 

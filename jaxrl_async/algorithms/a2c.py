@@ -39,7 +39,7 @@ def policy_gradient_terms(cfg, policy: Policy, params, batch: dict, advantage, t
                       approx_kl=losses.approx_kl(log_ratio), importance_weight=jnp.mean(weight))
 
 
-def make_a2c(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
+def make_a2c(cfg, policy: Policy, *, num_updates: int, unroll: int = 1) -> Algorithm:
     def loss_fn(params, batch, hp):
         return policy_gradient_terms(cfg, policy, params, batch, batch["advantage"], batch["target"], hp)
 
@@ -47,4 +47,4 @@ def make_a2c(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
         batch, size = replay_batch(trajectory, _FIELDS, policy.replay_length)
         return batch, size, {"explained_variance": losses.explained_variance(trajectory.value, trajectory.target)}
 
-    return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates)
+    return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates, unroll=unroll)

@@ -77,7 +77,8 @@ LossFn = Callable[[Any, dict, LearnerHyperparams], tuple[jax.Array, dict]]
 BatchFn = Callable[[Trajectory], tuple[dict, int, dict]]
 
 
-def make_learner(cfg, policy: Policy, loss_fn: LossFn, batch_fn: BatchFn, *, num_updates: int) -> Algorithm:
+def make_learner(cfg, policy: Policy, loss_fn: LossFn, batch_fn: BatchFn, *, num_updates: int,
+                 unroll: int = 1) -> Algorithm:
     """`update_epochs` passes over the batch, each in `num_minibatches` shuffled minibatches,
     one Adam step per minibatch (clipped by global norm; learning rate optionally annealed
     linearly to zero over `num_updates`).
@@ -91,6 +92,7 @@ def make_learner(cfg, policy: Policy, loss_fn: LossFn, batch_fn: BatchFn, *, num
         axis (`replay_batch`: single transitions, or whole env sequences for a recurrent
         policy or a learner that needs the time order).
       num_updates: iterations in the run, for the annealing.
+      unroll: unroll factor of the loop over minibatches (speed only).
     """
     optimizer = make_optimizer(cfg.max_grad_norm)
 
@@ -124,7 +126,8 @@ def make_learner(cfg, policy: Policy, loss_fn: LossFn, batch_fn: BatchFn, *, num
             order = jax.random.permutation(perm_key, batch_size)
             minibatches = jax.tree.map(
                 lambda x: jnp.take(x, order, axis=0).reshape((cfg.num_minibatches, -1) + x.shape[1:]), batch)
-            (params, opt_state), metrics = jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
+            (params, opt_state), metrics = jax.lax.scan(minibatch_step, (params, opt_state), minibatches,
+                                                        unroll=min(unroll, cfg.num_minibatches))
             return (params, opt_state, key), metrics
 
         (params, opt_state, key), metrics = jax.lax.scan(

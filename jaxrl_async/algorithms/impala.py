@@ -30,7 +30,7 @@ from jaxrl_async.types import Algorithm, Trajectory
 _FIELDS = ("obs", "next_obs", "action", "log_prob", "reward", "terminated", "truncated")
 
 
-def make_impala(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
+def make_impala(cfg, policy: Policy, *, num_updates: int, unroll: int = 1) -> Algorithm:
     # one sequence [T] -> V-trace outputs [T]; vmapped over the minibatch's sequences
     sequence_vtrace = jax.vmap(
         lambda v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_t: vtrace(
@@ -59,4 +59,4 @@ def make_impala(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
         batch, num_sequences = replay_batch(trajectory, _FIELDS, None)
         return batch, num_sequences, {}
 
-    return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates)
+    return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates, unroll=unroll)

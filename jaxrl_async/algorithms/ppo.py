@@ -23,7 +23,7 @@ PPOHyperparams = LearnerHyperparams  # the name sweeps of PPO use
 _FIELDS = ("obs", "action", "log_prob", "value", "advantage", "target")
 
 
-def make_ppo(cfg, policy: Policy, *, num_updates: int, batch_size: int) -> Algorithm:
+def make_ppo(cfg, policy: Policy, *, num_updates: int, batch_size: int, unroll: int = 1) -> Algorithm:
     """PPO for a policy and a rollout of `batch_size = T * B` transitions.
 
     Args:
@@ -57,4 +57,4 @@ def make_ppo(cfg, policy: Policy, *, num_updates: int, batch_size: int) -> Algor
         batch, size = replay_batch(trajectory, _FIELDS, policy.replay_length)
         return batch, size, {"explained_variance": losses.explained_variance(trajectory.value, trajectory.target)}
 
-    return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates)
+    return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates, unroll=unroll)

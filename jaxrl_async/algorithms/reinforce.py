@@ -28,7 +28,7 @@ def monte_carlo_returns(trajectory: Trajectory, gamma: float) -> jax.Array:
     return batched_lambda_returns(trajectory.reward, discount_t, trajectory.bootstrap_value, lambda_t)
 
 
-def make_reinforce(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
+def make_reinforce(cfg, policy: Policy, *, num_updates: int, unroll: int = 1) -> Algorithm:
     def loss_fn(params, batch, hp):
         returns = batch["returns"]
         advantage = returns - batch["value"] if cfg.reinforce_baseline else returns
@@ -41,4 +41,4 @@ def make_reinforce(cfg, policy: Policy, *, num_updates: int) -> Algorithm:
         return batch, size, {"explained_variance": losses.explained_variance(trajectory.value, returns),
                              "return_mean": jnp.mean(returns)}
 
-    return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates)
+    return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates, unroll=unroll)

@@ -18,10 +18,13 @@ import numpy as np
 
 from jaxrl_async.advantages import batched_gae, batched_vtrace
 from jaxrl_async.bench.measure import Timing, time_jitted
-from jaxrl_async.components import build, init_state
-from jaxrl_async.config import TrainConfig
+from jaxrl_async.bench.hlo_ops import count_ops
+from jaxrl_async.components import build, init_state, initial_states
+from jaxrl_async.config import LearnerConfig, TrainConfig
+from jaxrl_async.fused import fused_program
 from jaxrl_async.metrics import METRICS_FILE
 from jaxrl_async.schedule import chunk_plan
+from jaxrl_async.speed import BACKEND_DEFAULTS
 
 ENV_COUNTS = (1, 16, 256, 4096)
 ROLLOUT_ENVS = ("CartPole-v1", "Breakout-MinAtar")
@@ -256,8 +259,29 @@ def compile_cache(quick: bool, repeats: int) -> dict:
         "cold_wall_s": cold["wall_s"], "warm_wall_s": warm["wall_s"]}}
 
 
+def ops_per_iteration(quick: bool, repeats: int) -> dict:
+    """What one fused iteration launches: the ops of its optimised HLO (fusions, library calls,
+    copies, loops multiplied out; `hlo_ops`), compiled for this backend with its speed settings at
+    'auto' and at each backend's defaults (`speed.BACKEND_DEFAULTS`). Counted, not timed."""
+    configs = {"CartPole-v1/4x128": dict(num_envs=4, num_steps=128)}
+    if not quick:
+        configs["CartPole-v1/2048x64"] = dict(num_envs=2048, num_steps=64, learner=LearnerConfig(num_minibatches=8))
+    results = {}
+    for label, shape in configs.items():
+        for variant, speed in (("auto", {}), *((f"{name}-defaults", defaults.as_dict())
+                                               for name, defaults in BACKEND_DEFAULTS.items())):
+            cfg = TrainConfig(**shape, total_timesteps=shape["num_envs"] * shape["num_steps"], **speed)
+            c = build(cfg)
+            state = initial_states(c)
+            text = fused_program(c).lower(state, jnp.int32(1)).compile().as_text()
+            results[f"ops_per_iteration/{label}/{variant}"] = {
+                "ops_per_iteration": count_ops(text, per="loop").total, **count_ops(text, per="loop").as_dict(),
+                "backend": jax.default_backend(), "speed": c.speed.as_dict()}
+    return results
+
+
 CASES = {"env_step": env_step, "rollout": rollout, "advantages": advantages, "update": update,
-         "gae_placement": gae_placement,
+         "gae_placement": gae_placement, "ops_per_iteration": ops_per_iteration,
          "end_to_end": end_to_end, "devices": devices, "compile_cache": compile_cache}
 
 __all__ = ["CASES", "Timing"]

@@ -78,6 +78,9 @@ def headline(row: dict) -> tuple[str, float | None, str]:
     if "gae_share_of_update" in row:
         return "% GAE / update", 100 * row["gae_share_of_update"], (
             f"{row['gae_ms']:.3f} / {row['update_ms']:.2f} ms, collect {row['collect_ms']:.2f} ms")
+    if "ops_per_iteration" in row:
+        return "ops / iteration", row["ops_per_iteration"], (
+            f"{row.get('fusion_ops', 0):,} fusions, {row.get('copy_ops', 0):,} copies, {row['backend']}")
     if "speedup" in row:
         return "x faster compile", row["speedup"], f"{row['cold_compile_s']:.2f}s -> {row['warm_compile_s']:.2f}s"
     return "", None, ""
