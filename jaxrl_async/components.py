@@ -19,6 +19,7 @@ from jaxrl_async.config import TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.evaluate import EvalResult, make_evaluator
 from jaxrl_async.networks import Policy, make_policy
+from jaxrl_async.q_policy import make_q_policy
 from jaxrl_async.rollout import Rollout, make_rollout
 from jaxrl_async.types import Algorithm, TrainState
 
@@ -38,11 +39,15 @@ class Components(NamedTuple):
 def build(cfg: TrainConfig) -> Components:
     env, env_params = make_env(cfg.env)
     obs_shape = env.observation_space(env_params).shape
-    policy = make_policy(cfg.network, obs_shape, env.action_space(env_params))
+    q_values = None
+    if cfg.algo == "dqn":
+        policy, q_values = make_q_policy(cfg.network, obs_shape, env.action_space(env_params))
+    else:
+        policy = make_policy(cfg.network, obs_shape, env.action_space(env_params))
     rollout = make_rollout(env, env_params, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps,
                            gamma=cfg.learner.gamma, gae_lambda=cfg.learner.gae_lambda,
                            normalize_obs=cfg.normalize_obs, unroll=cfg.scan_unroll)
-    algo = make_algorithm(cfg, policy)
+    algo = make_algorithm(cfg, policy, q_values)
     evaluate = make_evaluator(env, env_params, policy, num_episodes=cfg.eval_episodes,
                               normalize_obs=cfg.normalize_obs)
     return Components(cfg, env, env_params, policy, rollout, algo, evaluate)
