@@ -128,6 +128,8 @@ class DQNConfig:
     """DQN: transitions sampled (uniformly) per gradient step."""
     n_step: int = 1
     """DQN: steps in the return before bootstrapping (cut at terminations and time limits)."""
+    huber_delta: float = 10.0
+    """DQN: the Huber loss's quadratic range (1.0 is the Nature DQN's error clipping, made for clipped rewards; with CartPole's unclipped returns it let Q diverge)."""
     double_q: bool = True
     """DQN: Double DQN (the online network picks the bootstrap action, the target network values it)."""
     target_update_period: int = 500
@@ -150,6 +152,7 @@ class DQNConfig:
         _check(self.replay_ratio >= 1, "replay_ratio", self.replay_ratio, "must be >= 1 gradient step per iteration")
         _check(self.replay_batch_size >= 1, "replay_batch_size", self.replay_batch_size, "must be >= 1")
         _check(self.n_step >= 1, "n_step", self.n_step, "must be >= 1")
+        _check(self.huber_delta > 0, "huber_delta", self.huber_delta, "must be > 0")
         _check(self.target_update_period >= 1, "target_update_period", self.target_update_period, "must be >= 1")
         _check(0.0 < self.target_update_tau <= 1.0, "target_update_tau", self.target_update_tau,
                "must be in (0, 1]: 1.0 copies the online network, less moves the target part of the way")
