@@ -114,10 +114,61 @@ class LearnerConfig:
         _check(self.clip_pg_rho_threshold > 0, "clip_pg_rho_threshold", self.clip_pg_rho_threshold, "must be > 0")
 
 
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    """DQN (--algo dqn): the replay buffer, the target network and the exploration schedule.
+    The learning rate, its annealing, gamma and max_grad_norm are the learner flags."""
+
+    replay_capacity: int = 100_000
+    """DQN: transitions the replay buffer holds per seed (rounded down to whole rows of num_envs)."""
+    learning_starts: int = 10_000
+    """DQN: transitions in the buffer before the first gradient step (a resume without the buffer waits again)."""
+    replay_ratio: int = 1
+    """DQN: gradient steps per iteration, i.e. per num_envs*num_steps env steps added to the buffer."""
+    replay_batch_size: int = 128
+    """DQN: transitions sampled (uniformly) per gradient step."""
+    n_step: int = 1
+    """DQN: steps in the return before bootstrapping (cut at terminations and time limits)."""
+    huber_delta: float = 10.0
+    """DQN: the Huber loss's quadratic range (1.0 is the Nature DQN's error clipping, made for clipped rewards; with CartPole's unclipped returns it let Q diverge)."""
+    double_q: bool = True
+    """DQN: Double DQN (the online network picks the bootstrap action, the target network values it)."""
+    target_update_period: int = 500
+    """DQN: gradient steps between target-network updates."""
+    target_update_tau: float = 1.0
+    """DQN: the target update's step, target <- tau*online + (1-tau)*target (1.0: a copy; e.g. 0.005 with period 1: Polyak)."""
+    epsilon_start: float = 1.0
+    """DQN: exploration rate at the start."""
+    epsilon_end: float = 0.05
+    """DQN: exploration rate after the decay."""
+    epsilon_decay_fraction: float = 0.5
+    """DQN: fraction of total_timesteps over which epsilon decays linearly to epsilon_end."""
+    checkpoint_replay: bool = False
+    """DQN: save the replay buffer in checkpoints (a resume is then bit-identical; without it the buffer refills)."""
+
+    def __post_init__(self):
+        _check(self.replay_capacity >= 1, "replay_capacity", self.replay_capacity, "must be >= 1")
+        _check(self.learning_starts >= 1, "learning_starts", self.learning_starts,
+               "must be >= 1 (the first gradient step needs a transition to sample)")
+        _check(self.replay_ratio >= 1, "replay_ratio", self.replay_ratio, "must be >= 1 gradient step per iteration")
+        _check(self.replay_batch_size >= 1, "replay_batch_size", self.replay_batch_size, "must be >= 1")
+        _check(self.n_step >= 1, "n_step", self.n_step, "must be >= 1")
+        _check(self.huber_delta > 0, "huber_delta", self.huber_delta, "must be > 0")
+        _check(self.target_update_period >= 1, "target_update_period", self.target_update_period, "must be >= 1")
+        _check(0.0 < self.target_update_tau <= 1.0, "target_update_tau", self.target_update_tau,
+               "must be in (0, 1]: 1.0 copies the online network, less moves the target part of the way")
+        for name in ("epsilon_start", "epsilon_end"):
+            _check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "must be a probability in [0, 1]")
+        _check(0.0 < self.epsilon_decay_fraction <= 1.0, "epsilon_decay_fraction", self.epsilon_decay_fraction,
+               "must be in (0, 1]")
+
+
+OFF_POLICY_ALGOS = ("dqn",)
+
 # What a resumed run must keep: these fields shape the checkpointed state or give it its meaning.
 RESUME_FIXED_FIELDS = ("env", "algo", "num_envs", "num_steps", "num_seeds", "seed", "normalize_obs",
                        "network.hidden_sizes", "network.activation", "network.torso", "network.core",
-                       "network.core_size")
+                       "network.core_size", "dqn.replay_capacity")
 
 
 def _lookup(data: dict, dotted: str):
@@ -132,8 +183,8 @@ class TrainConfig:
 
     env: str = "CartPole-v1"
     """Environment id (any gymnax id, or a Probe-* id; `jaxrl-async envs` lists them)."""
-    algo: Literal["ppo", "a2c", "reinforce", "impala"] = "ppo"
-    """Learning algorithm; all share the rollout and the learner hyperparameters below."""
+    algo: Literal["ppo", "a2c", "reinforce", "impala", "dqn"] = "ppo"
+    """Learning algorithm; all share the rollout and the learner hyperparameters below (dqn: also its own, --replay-capacity ...)."""
     total_timesteps: int = 500_000
     """Environment steps per seed."""
     num_envs: int = 4
@@ -184,6 +235,7 @@ class TrainConfig:
     """Precision of the network's matmuls; 'default': JAX's setting (TF32 on recent NVIDIA GPUs, measured 4-16% faster with the same learning; float32 on the CPU); 'float32' computes alike on every backend."""
     network: NetworkConfig = NetworkConfig()
     learner: LearnerConfig = LearnerConfig()
+    dqn: DQNConfig = DQNConfig()
 
     def __post_init__(self):
         _check(self.total_timesteps >= 1, "total_timesteps", self.total_timesteps, "must be >= 1")
@@ -213,10 +265,24 @@ class TrainConfig:
                f"choose one of {', '.join(MATMUL_PRECISIONS)}")
         _check(self.total_timesteps >= self.batch_size, "total_timesteps", self.total_timesteps,
                f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
+        if self.algo in OFF_POLICY_ALGOS:
+            self._check_off_policy()
+            return
         # IMPALA's minibatches (and a recurrent policy's) are whole env sequences (`algorithms.common.replay_batch`)
         whole_sequences = self.algo == "impala" or self.network.core != "none"
         check_minibatches(self.learner.num_minibatches, self.num_envs if whole_sequences else self.batch_size,
                           whole_sequences=whole_sequences)
+
+    def _check_off_policy(self) -> None:
+        """A replay learner's own rules (its minibatches are sampled from the buffer, so the
+        on-policy minibatch rule does not apply)."""
+        _check(self.mode == "fused", "mode", self.mode,
+               f"algo={self.algo!r} runs in the fused mode only (the async pipeline has no replay yet): use --mode fused")
+        _check(not self.normalize_obs, "normalize_obs", self.normalize_obs,
+               f"algo={self.algo!r} replays stored observations, which running statistics would make stale: "
+               "use --no-normalize-obs")
+        _check(self.dqn.replay_capacity >= self.batch_size, "replay_capacity", self.dqn.replay_capacity,
+               f"must hold at least one rollout, num_envs*num_steps={self.batch_size}")
 
     @property
     def batch_size(self) -> int:
@@ -263,4 +329,5 @@ class TrainConfig:
         network = NetworkConfig(**network)
         # runs saved before the rename of `ppo` to `learner` hold the same fields under "ppo"
         learner = LearnerConfig(**data.pop("learner", data.pop("ppo", {})))
-        return cls(**data, network=network, learner=learner)
+        dqn = DQNConfig(**data.pop("dqn", {}))
+        return cls(**data, network=network, learner=learner, dqn=dqn)

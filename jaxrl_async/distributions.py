@@ -1,4 +1,5 @@
-"""The two action distributions the actor-critic emits, as small pytrees.
+"""The action distributions the policies emit, as small pytrees: the actor-critic's two, and
+the Q-network's epsilon-greedy one.
 
 Each offers `sample(key)`, `log_prob(action)`, `entropy()` and `mode()` (the greedy
 action). Batch shapes follow the parameters: logits `[..., A]`, mean `[..., D]`.
@@ -52,3 +53,34 @@ class DiagGaussian:
 
     def mode(self) -> jax.Array:
         return self.mean
+
+
+@struct.dataclass
+class EpsilonGreedy:
+    """The greedy action of `q_values` with probability 1 - epsilon, else a uniform one."""
+
+    q_values: jax.Array  # [..., A]
+    epsilon: jax.Array  # [] (or broadcastable to the batch shape)
+
+    def _probs(self) -> jax.Array:
+        num_actions = self.q_values.shape[-1]
+        greedy = jax.nn.one_hot(self.mode(), num_actions, dtype=self.q_values.dtype)
+        epsilon = jnp.asarray(self.epsilon, self.q_values.dtype)[..., None]
+        return (1.0 - epsilon) * greedy + epsilon / num_actions
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        explore_key, action_key = jax.random.split(key)
+        explore = jax.random.uniform(explore_key, self.q_values.shape[:-1]) < self.epsilon
+        uniform = jax.random.randint(action_key, self.q_values.shape[:-1], 0, self.q_values.shape[-1])
+        return jnp.where(explore, uniform, self.mode())
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        probs = jnp.take_along_axis(self._probs(), action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+        return jnp.log(probs)
+
+    def entropy(self) -> jax.Array:
+        probs = self._probs()
+        return -jnp.sum(jnp.where(probs > 0, probs * jnp.log(jnp.where(probs > 0, probs, 1.0)), 0.0), axis=-1)
+
+    def mode(self) -> jax.Array:
+        return jnp.argmax(self.q_values, axis=-1)

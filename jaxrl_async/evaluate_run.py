@@ -10,6 +10,7 @@ import numpy as np
 
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.components import build, initial_states, over_seeds, seed_keys
+from jaxrl_async.run import restore_training_state
 from jaxrl_async.run_dir import load_config
 
 
@@ -36,7 +37,7 @@ def evaluate_run(run_dir: str, *, checkpoint: str = "best", episodes: int = 32, 
     path = resolve_checkpoint(run_dir, checkpoint)
     saved = ckpt.load(path)
     c = build(cfg)
-    state = ckpt.restore_state(initial_states(c), saved["state"], path)
+    state, _ = restore_training_state(initial_states(c), saved, path)  # only the params are used
     evaluate = jax.jit(over_seeds(lambda p, s, k: c.evaluate(p, s, k, greedy=greedy), cfg.num_seeds))
     result = jax.device_get(evaluate(state.learner.params, state.rollout.obs_stats,
                                      seed_keys(seed, cfg.num_seeds)))

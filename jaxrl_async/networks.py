@@ -155,18 +155,20 @@ def with_matmul_precision(policy: Policy, precision: str) -> Policy:
     """The policy with its matmuls traced at `precision` ('float32', 'tensorfloat32', 'bfloat16';
     'default' leaves JAX's setting). The setting is read when a function is traced, in whatever
     thread traces it (the async actor's too), so it travels with the functions themselves."""
-    if precision == "default":
-        return policy
-
-    def at_precision(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def wrapped(*args, **kwargs):
-            with jax.default_matmul_precision(precision):
-                return fn(*args, **kwargs)
-        return wrapped
-
-    return policy._replace(**{name: at_precision(getattr(policy, name))
+    return policy._replace(**{name: at_matmul_precision(getattr(policy, name), precision)
                               for name in ("init", "step", "value_step", "unroll")})
+
+
+def at_matmul_precision(fn: Callable, precision: str) -> Callable:
+    """`fn` with its matmuls traced at `precision` ('default': JAX's setting, `fn` itself)."""
+    if precision == "default":
+        return fn
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with jax.default_matmul_precision(precision):
+            return fn(*args, **kwargs)
+    return wrapped
 
 
 def make_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) -> Policy:

@@ -29,6 +29,7 @@ import numpy as np
 
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async import metrics as metrics_lib
+from jaxrl_async import replay
 from jaxrl_async import run_dir as run_dir_lib
 from jaxrl_async.components import over_seeds, seed_keys
 from jaxrl_async.config import TrainConfig
@@ -224,6 +225,10 @@ class Run:
               counters: dict | None) -> str:
         counters = {"updates": updates, "env_steps": updates * self.cfg.batch_size, **(counters or {})}
         extra = {"best_eval_return": self.best_eval_return, **(extra_state or {})}
+        if replay.holds_buffer(state):
+            extra[REPLAY_SAVED] = self.cfg.dqn.checkpoint_replay
+            if not self.cfg.dqn.checkpoint_replay:
+                state = replay.strip(state)
         return ckpt.save(path, state=state, config=metrics_lib.to_jsonable(self.cfg.to_dict()),
                          counters=counters, extra=extra)
 
@@ -240,6 +245,18 @@ class Run:
         if cfg.num_seeds > 1:
             record["episode_return_per_seed"] = np.asarray(means["episode_return_mean"]).tolist()
         return record
+
+
+REPLAY_SAVED = "replay_saved"  # a checkpoint's extra: whether it holds the replay buffer
+
+
+def restore_training_state(template: TrainState, saved: dict, path: str) -> tuple[TrainState, bool]:
+    """The checkpoint's state in `template`'s structure, and whether its replay buffer had to be
+    left empty (saved without `--checkpoint-replay`: the buffer refills from the resumed run)."""
+    if replay.holds_buffer(template) and not saved["extra"].get(REPLAY_SAVED, True):
+        restored = ckpt.restore_state(replay.strip(template), saved["state"], path)
+        return replay.graft(restored, template), True
+    return ckpt.restore_state(template, saved["state"], path), False
 
 
 def _evaluate_at(evaluate: Callable[..., EvalResult], seed: int, num_seeds: int, params, obs_stats,

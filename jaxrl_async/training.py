@@ -25,7 +25,7 @@ from jaxrl_async.components import Components, build, initial_states
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.evaluate import EvalResult
 from jaxrl_async.fused import train_fused
-from jaxrl_async.run import Run, TrainingDiverged
+from jaxrl_async.run import Run, TrainingDiverged, restore_training_state
 from jaxrl_async.sharding import Placement
 from jaxrl_async.types import TrainState
 
@@ -53,10 +53,10 @@ def load_resume(cfg: TrainConfig, c: Components, template: TrainState) -> tuple[
     if done >= cfg.num_updates:
         raise ValueError(f"run {cfg.run_dir!r} already has {done} updates ({done * cfg.batch_size} env steps); "
                          "pass a larger --total-timesteps to extend it")
-    state = ckpt.restore_state(template, saved["state"], path)
+    state, replay_refilled = restore_training_state(template, saved, path)
     # the hyperparameters are this config's (a resume may change them), not the checkpoint's
     state = state.replace(learner=state.learner.replace(hparams=template.learner.hparams))
-    return state, {**saved, "path": path}
+    return state, {**saved, "path": path, "replay_refilled": replay_refilled}
 
 
 def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume: bool = False,
@@ -83,6 +83,10 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     saved = None
     if resume:
         state, saved = load_resume(cfg, c, state)
+        if saved["replay_refilled"] and console:
+            print(f"resume: {saved['path']} holds no replay buffer (saved without --checkpoint-replay); the "
+                  f"buffer refills from empty and learning waits for {cfg.dqn.learning_starts} transitions, so "
+                  "this run will not match one that never stopped", flush=True)
     state = placement.place(state)
     if console and placement.num_devices > 1:
         print(f"placement: {placement.describe()}", flush=True)
@@ -109,6 +113,8 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
                            updates_trained=done - run.start_update, best_eval_return=run.best_eval_return,
                            eval_checkpoint_s=run.host_s, devices=placement.num_devices,
                            sharding=placement.layout, speed=c.speed.as_dict(), **timing)
+    if saved is not None and saved["replay_refilled"]:
+        summary["replay_refilled"] = True  # resumed from a checkpoint without the replay buffer
     run_dir_lib.write_json(os.path.join(run.run_dir, run_dir_lib.SUMMARY_FILE), summary)
     if console:
         print(f"final greedy return {summary['final_eval_return_mean']:.2f} "

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from jaxrl_async.algorithms.a2c import make_a2c
+from jaxrl_async.algorithms.dqn import make_dqn
 from jaxrl_async.algorithms.common import LearnerHyperparams, make_learner, sweep_hparams
 from jaxrl_async.algorithms.impala import make_impala
 from jaxrl_async.algorithms.ppo import PPOHyperparams, make_ppo
@@ -11,13 +14,19 @@ from jaxrl_async.config import TrainConfig
 from jaxrl_async.networks import Policy
 from jaxrl_async.types import Algorithm
 
-ALGORITHMS = ("ppo", "a2c", "reinforce", "impala")
+ALGORITHMS = ("ppo", "a2c", "reinforce", "impala", "dqn")
 
 
-def make_algorithm(cfg: TrainConfig, policy: Policy, unroll: int = 1) -> Algorithm:
-    """The learner `cfg.algo` names, sized for this config's rollout; `unroll` is its minibatch
-    loop's unroll factor (speed only)."""
+def make_algorithm(cfg: TrainConfig, policy: Policy, q_values: Callable | None = None,
+                   unroll: int = 1) -> Algorithm:
+    """The learner `cfg.algo` names, sized for this config's rollout (`q_values`: the Q-network
+    of a Q policy, for dqn; `unroll`: the minibatch loop's unroll factor, speed only)."""
     learner = cfg.learner
+    if cfg.algo == "dqn":
+        if q_values is None:
+            raise ValueError("algo='dqn' needs the Q policy's network: build it with q_policy.make_q_policy")
+        return make_dqn(learner, cfg.dqn, policy, q_values, num_updates=cfg.num_updates, num_envs=cfg.num_envs,
+                        num_steps=cfg.num_steps, total_timesteps=cfg.total_timesteps)
     if cfg.algo == "ppo":
         return make_ppo(learner, policy, num_updates=cfg.num_updates, batch_size=cfg.batch_size, unroll=unroll)
     if cfg.algo == "a2c":
@@ -29,5 +38,5 @@ def make_algorithm(cfg: TrainConfig, policy: Policy, unroll: int = 1) -> Algorit
     raise ValueError(f"algo={cfg.algo!r} is not known: choose one of {', '.join(ALGORITHMS)}")
 
 
-__all__ = ["ALGORITHMS", "LearnerHyperparams", "PPOHyperparams", "make_a2c", "make_algorithm", "make_impala",
+__all__ = ["ALGORITHMS", "LearnerHyperparams", "PPOHyperparams", "make_a2c", "make_algorithm", "make_dqn", "make_impala",
            "make_learner", "make_ppo", "make_reinforce", "sweep_hparams"]
