@@ -107,7 +107,9 @@ _ALL = (
     # -- MinAtar ------------------------------------------------------------------------------------
     *(_preset(env_id, dict(total_timesteps=10_000_000, **_MINATAR), None, _MINATAR_SOURCE)
       for env_id in ("Asterix-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar", "SpaceInvaders-MinAtar")),
-    _preset("Breakout-MinAtar", dict(total_timesteps=1_000_000, **_MINATAR), None, _MINATAR_SOURCE),
+    _preset("Breakout-MinAtar", dict(total_timesteps=1_000_000, **_MINATAR), 25.3,
+            "PureJaxRL's MinAtar config; measured: 25.3 ± 3.1 over 5 seeds, the sampling policy 24.5 "
+            "(python -m experiments.breakout_gap --variants pjrl); PureJaxRL: 32 (one seed, training return)"),
     # -- bsuite ---------------------------------------------------------------------------------------
     _preset("Catch-bsuite", dict(total_timesteps=500_000), None,
             "the package defaults; return not measured here (1.0 is a catch every episode)"),
