@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> dict:
     rows = []
     for name, result in results.items():
         s = result.summary
-        rows.append([name, f"{s['env_steps']:,}", greedy_summary(s), ", ".join(f"{r:.1f}" for r in s["final_eval_return"]),
-                     _pm(s["final_eval_return_stochastic"]), f"{_last_training_return(result.run_dir):.1f}",
+        rows.append([name, f"{s['env_steps']:,}", greedy_summary(s),
+                     ", ".join(f"{r:.1f}" for r in s["final_eval_return"]), _pm(s["final_eval_return_stochastic"]), f"{_last_training_return(result.run_dir):.1f}",
                      f"{s['steps_per_second']:,.0f}"])
     print_table(COLUMNS, rows)
     return results
