@@ -107,8 +107,8 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
                            completed=False)
     summary = make_summary(cfg, state, run.last_eval, stochastic_eval=run.last_eval_stochastic,
                            wall_s=time.perf_counter() - wall_start, updates_trained=done - run.start_update,
-                           best_eval_return=run.best_eval_return, eval_checkpoint_s=run.host_s, devices=placement.num_devices,
-                           sharding=placement.layout, **timing)
+                           best_eval_return=run.best_eval_return, eval_checkpoint_s=run.host_s,
+                           devices=placement.num_devices, sharding=placement.layout, **timing)
     run_dir_lib.write_json(os.path.join(run.run_dir, run_dir_lib.SUMMARY_FILE), summary)
     if console:
         stochastic = summary.get("final_eval_return_stochastic_mean")
