@@ -119,6 +119,18 @@ def test_breakout_gap_refuses_an_unknown_variant(tmp_path):
         breakout_gap.main(["--variants", "nope", "--run-dir", str(tmp_path)])
 
 
+def test_presets_smoke(tmp_path, capsys):
+    from experiments import presets
+
+    results = presets.main(["--envs", "Probe-ConstantReward", "Probe-ActionReward", "--num-seeds", "2",
+                            "--total-timesteps", "128", "--run-dir", str(tmp_path)])
+    assert sorted(results) == ["Probe-ActionReward", "Probe-ConstantReward"]
+    assert json.loads((tmp_path / "Probe-ActionReward" / "config.json").read_text())["preset"] == "Probe-ActionReward"
+    assert (tmp_path / "Probe-ConstantReward" / CURVE_FILE).stat().st_size > 0
+    # one step, reward +1 whatever the policy: both evaluations, and the preset's own figure beside them
+    assert "| Probe-ConstantReward | 128 | 1.0 ± 0.0 | 1.0 | 1 |" in capsys.readouterr().out
+
+
 def test_lr_sweep_smoke(tmp_path, capsys):
     from experiments import lr_sweep
 
