@@ -15,14 +15,14 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from experiments.common import StudyArgs, greedy_summary, parse_args, print_table, run_comparison, run_script
-from jaxrl_async import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async import NetworkConfig
+from jaxrl_async.presets import config_for
 
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult
 
-CONFIG = TrainConfig(env="StatelessCartPole-v1", num_envs=16, num_steps=64,
-                     network=NetworkConfig(hidden_sizes=(64,), core="gru", core_size=64),
-                     learner=LearnerConfig(update_epochs=4, num_minibatches=4, learning_rate=1e-3))
+# its preset: 16 envs x 64 steps, 4 x 4, lr 1e-3, a 64-unit torso and a 64-unit GRU core
+CONFIG = config_for("StatelessCartPole-v1")
 FEED_FORWARD = NetworkConfig(hidden_sizes=(64, 64), core="none")
 
 COLUMNS = ["env", "policy", "env steps (per seed)", "final greedy return (mean Â± std over seeds)",
@@ -30,7 +30,7 @@ COLUMNS = ["env", "policy", "env steps (per seed)", "final greedy return (mean Â
 
 
 def main(argv: list[str] | None = None) -> dict[str, TrainResult]:
-    args = parse_args(argv, StudyArgs(total_timesteps=1_000_000, num_seeds=5), __doc__)
+    args = parse_args(argv, StudyArgs(total_timesteps=CONFIG.total_timesteps, num_seeds=5), __doc__)
     cfg = dataclasses.replace(CONFIG, total_timesteps=args.total_timesteps, num_seeds=args.num_seeds)
     runs = {"gru": cfg, "mlp": dataclasses.replace(cfg, network=FEED_FORWARD)}
     results = run_comparison(runs, "recurrent_pomdp", args.run_dir)

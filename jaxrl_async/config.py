@@ -183,6 +183,8 @@ class TrainConfig:
 
     env: str = "CartPole-v1"
     """Environment id (any gymnax id, or a Probe-* id; `jaxrl-async envs` lists them)."""
+    preset: str = "none"
+    """Preset the settings start from: 'auto' (the CLI's default: the env's own preset, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/presets.py). Recorded in config.json."""
     algo: Literal["ppo", "a2c", "reinforce", "impala", "dqn"] = "ppo"
     """Learning algorithm; all share the rollout and the learner hyperparameters below (dqn: also its own, --replay-capacity ...)."""
     total_timesteps: int = 500_000

@@ -126,6 +126,7 @@ class Run:
         self.best_eval_return = best_eval_return
         self.last_checkpoint = last_checkpoint
         self.last_eval: EvalResult | None = None
+        self.last_eval_stochastic: EvalResult | None = None  # with cfg.eval_stochastic
         self.host_s = 0.0  # evaluation, checkpoints and logging at host syncs
         self._sinks = sinks
         self._stop = StopRequest()
@@ -213,7 +214,8 @@ class Run:
         self.last_eval = self.evaluate(state, updates)
         record.update(seed_means(self.last_eval.summary_per_seed("eval")))
         if self.cfg.eval_stochastic:
-            record.update(seed_means(self.evaluate(state, updates, greedy=False).summary_per_seed("eval_stochastic")))
+            self.last_eval_stochastic = self.evaluate(state, updates, greedy=False)
+            record.update(seed_means(self.last_eval_stochastic.summary_per_seed("eval_stochastic")))
         score = record.get("eval_return_mean")
         if score is not None and (self.best_eval_return is None or score > self.best_eval_return):
             self.best_eval_return = score

@@ -109,23 +109,37 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
                   f"jaxrl-async train --resume {run.run_dir}", flush=True)
         return TrainResult({"updates_done": done, "checkpoint": run.last_checkpoint}, state, run.run_dir,
                            completed=False)
-    summary = make_summary(cfg, state, run.last_eval, wall_s=time.perf_counter() - wall_start,
-                           updates_trained=done - run.start_update, best_eval_return=run.best_eval_return,
-                           eval_checkpoint_s=run.host_s, devices=placement.num_devices,
-                           sharding=placement.layout, speed=c.speed.as_dict(), **timing)
+    summary = make_summary(cfg, state, run.last_eval, stochastic_eval=run.last_eval_stochastic,
+                           wall_s=time.perf_counter() - wall_start, updates_trained=done - run.start_update,
+                           best_eval_return=run.best_eval_return, eval_checkpoint_s=run.host_s,
+                           devices=placement.num_devices, sharding=placement.layout, speed=c.speed.as_dict(),
+                           **timing)
     if saved is not None and saved["replay_refilled"]:
         summary["replay_refilled"] = True  # resumed from a checkpoint without the replay buffer
     run_dir_lib.write_json(os.path.join(run.run_dir, run_dir_lib.SUMMARY_FILE), summary)
     if console:
+        stochastic = summary.get("final_eval_return_stochastic_mean")
         print(f"final greedy return {summary['final_eval_return_mean']:.2f} "
-              f"(per seed {[round(r, 2) for r in summary['final_eval_return']]}); run dir {run.run_dir}")
+              f"(per seed {[round(r, 2) for r in summary['final_eval_return']]})"
+              + ("" if stochastic is None else f", stochastic {stochastic:.2f}") + f"; run dir {run.run_dir}")
     return TrainResult(summary, state, run.run_dir, run.last_eval)
 
 
 def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *, wall_s: float,
-                 compile_s: float, train_s: float, updates_trained: int, **extra) -> dict:
-    """summary.json; `steps_per_second` counts the steps trained in this process (all seeds)."""
+                 compile_s: float, train_s: float, updates_trained: int,
+                 stochastic_eval: EvalResult | None = None, **extra) -> dict:
+    """summary.json; `steps_per_second` counts the steps trained in this process (all seeds).
+
+    `final_eval_return*` is the greedy policy's; with `stochastic_eval` (cfg.eval_stochastic) the
+    sampling policy's return, the figure peers such as PureJaxRL report, is added beside it as
+    `final_eval_return_stochastic*`.
+    """
     per_seed = eval_result.summary_per_seed("eval")
+    stochastic = {}
+    if stochastic_eval is not None:
+        returns = stochastic_eval.summary_per_seed("eval")["eval_return_mean"]
+        stochastic = {"final_eval_return_stochastic": np.asarray(returns).tolist(),
+                      "final_eval_return_stochastic_mean": float(np.nanmean(returns))}
     params = state.learner.params
     digests = [run_dir_lib.params_digest(jax.tree.map(lambda x: x[i], params)) for i in range(cfg.num_seeds)]
     return {
@@ -138,6 +152,7 @@ def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *
         "final_eval_return": np.asarray(per_seed["eval_return_mean"]).tolist(),
         "final_eval_return_mean": float(np.nanmean(per_seed["eval_return_mean"])),
         "final_eval_episodes": int(np.min(per_seed["eval_episodes"])),
+        **stochastic,
         "wall_s": wall_s,
         "compile_s": compile_s,
         "train_s": train_s,

@@ -47,11 +47,47 @@ def test_envs_lists_gymnax_and_probe_ids(capsys):
     assert "MNISTBandit-bsuite" not in ids
 
 
+def test_envs_shows_each_preset_budget_and_expected_return(capsys):
+    assert main(["envs"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
+    assert rows["Pendulum-v1"][1:3] == ["1,000,000", "-179.4"]
+    assert rows["Asterix-MinAtar"][1:4] == ["10,000,000", "not", "measured"]
+    assert rows["Pong-misc"] == ["Pong-misc", "-"]  # no preset
+
+
+def _modules_imported_by(code: str) -> set[str]:
+    """The top-level modules a fresh interpreter has imported after running `code`."""
+    probe = code + "\nimport json, sys\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+HEAVY = {"jax", "jaxlib", "gymnax", "flax", "optax", "chex", "numpy"}
+
+
+def test_importing_the_cli_imports_no_jax():
+    # the `jaxrl-async` command imports this module first: JAX's import alone takes about a second
+    assert _modules_imported_by("import jaxrl_async.cli") & (HEAVY | {"tyro"}) == set()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["envs"], ["train", "--help"],
+                                  ["train", "--env", "Breakout-MinAtar", "--help"],
+                                  ["train", "--preset", "fast"], ["train", "--num-envs", "abc"], ["eval", "--help"]],
+                         ids=["help", "envs", "train-help", "preset-help", "bad-preset", "bad-flag", "eval-help"])
+def test_commands_that_ask_nothing_of_jax_do_not_import_it(argv):
+    # as the `jaxrl-async` command runs them (cpu_runtime=True), output silenced
+    code = ("import contextlib, io\nfrom jaxrl_async.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+            f"    main({argv!r}, cpu_runtime=True)")
+    assert _modules_imported_by(code) & HEAVY == set()
+
+
 def test_tiny_train_writes_the_run_directory(capsys, tmp_path):
     run_dir = tmp_path / "cli-run"
     code = main(["train", "--env", "Probe-ConstantReward", "--num-envs", "2", "--num-steps", "4",
                  "--total-timesteps", "16", "--num-minibatches", "2", "--update-epochs", "1",
-                 "--hidden-sizes", "8", "--eval-episodes", "2", "--run-dir", str(run_dir)])
+                 "--hidden-sizes", "8", "--eval-episodes", "2", "--eval-stochastic", "--run-dir", str(run_dir)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert sorted(os.listdir(run_dir)) == ["checkpoints", "config.json", "metrics.jsonl", "summary.json"]
@@ -59,10 +95,15 @@ def test_tiny_train_writes_the_run_directory(capsys, tmp_path):
         summary = json.load(f)
     assert summary["env_id"] == "Probe-ConstantReward"
     assert summary["env_steps"] == 16
+    # one step, reward +1, whatever the policy: greedy and sampling alike
+    assert summary["final_eval_return"] == [1.0] and summary["final_eval_return_stochastic"] == [1.0]
+    assert summary["final_eval_return_stochastic_mean"] == 1.0
     with open(run_dir / "config.json", encoding="utf-8") as f:
         config = json.load(f)
     assert config["network"]["hidden_sizes"] == [8] and config["learner"]["update_epochs"] == 1
-    assert "final greedy return 1.00" in captured.out  # one step, reward +1, whatever the policy
+    # the env's preset under the flags, recorded: its learning rate, since no flag set one
+    assert config["preset"] == "Probe-ConstantReward" and config["learner"]["learning_rate"] == 1e-2
+    assert "final greedy return 1.00" in captured.out and "stochastic 1.00" in captured.out
 
     # the same directory again is refused, with the way out in the message
     assert main(["train", "--env", "Probe-ConstantReward", "--num-envs", "2", "--num-steps", "4",

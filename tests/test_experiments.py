@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -40,6 +41,17 @@ def test_script_smoke(script, tmp_path, capsys):
     assert returns.shape == (rollouts, 2)
     # the printed table row: env, seeds, env steps
     assert f"| {module.CONFIG.env} | 2 | {rollouts * batch:,} |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("script, env", [("ppo_cartpole", "CartPole-v1"), ("ppo_acrobot", "Acrobot-v1"),
+                                         ("ppo_pendulum", "Pendulum-v1"), ("ppo_breakout_minatar", "Breakout-MinAtar"),
+                                         ("recurrent_pomdp", "StatelessCartPole-v1")])
+def test_scripts_run_the_presets(script, env):
+    from jaxrl_async.presets import config_for
+
+    config = importlib.import_module(f"experiments.{script}").CONFIG
+    # the presets table in experiments/README.md is these scripts' output
+    assert dataclasses.replace(config, eval_stochastic=False) == config_for(env)
 
 
 def _summary(run_dir) -> dict:
@@ -84,6 +96,39 @@ def test_recurrent_pomdp_smoke(tmp_path, capsys):
     assert json.loads((tmp_path / "mlp" / "config.json").read_text())["network"]["core"] == "none"
     assert (tmp_path / COMPARISON_FILE).stat().st_size > 0
     assert "| StatelessCartPole-v1 | gru |" in capsys.readouterr().out
+
+
+def test_breakout_gap_smoke(tmp_path, capsys):
+    from experiments import breakout_gap
+
+    batch = breakout_gap.PUREJAXRL.batch_size
+    results = breakout_gap.main(["--variants", "pjrl", "--total-timesteps", str(batch), "--num-seeds", "2",
+                                 "--run-dir", str(tmp_path)])
+    summary = results["pjrl"].summary
+    # both evaluations, per seed: the greedy one and the sampling policy's beside it
+    assert len(summary["final_eval_return"]) == 2 and len(summary["final_eval_return_stochastic"]) == 2
+    config = json.loads((tmp_path / "pjrl" / "config.json").read_text())
+    assert config["learner"]["learning_rate"] == 5e-3 and config["network"]["torso"] == "mlp"
+    assert f"| pjrl | {batch:,} | " in capsys.readouterr().out
+
+
+def test_breakout_gap_refuses_an_unknown_variant(tmp_path):
+    from experiments import breakout_gap
+
+    with pytest.raises(SystemExit, match="unknown variants \\['nope'\\]; choose from pjrl"):
+        breakout_gap.main(["--variants", "nope", "--run-dir", str(tmp_path)])
+
+
+def test_presets_smoke(tmp_path, capsys):
+    from experiments import presets
+
+    results = presets.main(["--envs", "Probe-ConstantReward", "Probe-ActionReward", "--num-seeds", "2",
+                            "--total-timesteps", "128", "--run-dir", str(tmp_path)])
+    assert sorted(results) == ["Probe-ActionReward", "Probe-ConstantReward"]
+    assert json.loads((tmp_path / "Probe-ActionReward" / "config.json").read_text())["preset"] == "Probe-ActionReward"
+    assert (tmp_path / "Probe-ConstantReward" / CURVE_FILE).stat().st_size > 0
+    # one step, reward +1 whatever the policy: both evaluations, and the preset's own figure beside them
+    assert "| Probe-ConstantReward | 128 | 1.0 ± 0.0 | 1.0 | 1 |" in capsys.readouterr().out
 
 
 def test_lr_sweep_smoke(tmp_path, capsys):

@@ -16,7 +16,7 @@ from jaxrl_async.envs.probes import (
     TruncationProbe,
     TwoStepProbe,
 )
-from jaxrl_async.envs.registry import make_env, register_env, registered_env_ids
+from jaxrl_async.envs.registry import builtin_env_ids, make_env, register_env, registered_env_ids
 from jaxrl_async.envs.wrappers import (
     ClipAction,
     EpisodeStatistics,
@@ -45,6 +45,7 @@ __all__ = [
     "TruncationProbe",
     "TwoStepProbe",
     "Wrapper",
+    "builtin_env_ids",
     "make_env",
     "register_env",
     "registered_env_ids",

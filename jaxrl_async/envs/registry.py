@@ -33,9 +33,15 @@ def _gymnax_ids() -> list[str]:
     return [env_id for env_id in gymnax.registered_envs if env_id not in _REFUSED_IDS]
 
 
+def builtin_env_ids() -> list[str]:
+    """Sorted ids of the built-in envs: gymnax (minus refused), probes, partially observable
+    (`env_ids.BUILTIN_ENV_IDS` holds the same list without importing gymnax)."""
+    return sorted({*_gymnax_ids(), *PROBE_ENVS, *PARTIALLY_OBSERVABLE_ENVS})
+
+
 def registered_env_ids() -> list[str]:
-    """Sorted ids `make_env` accepts: gymnax (minus refused), probes, partially observable, user-registered."""
-    return sorted({*_gymnax_ids(), *PROBE_ENVS, *PARTIALLY_OBSERVABLE_ENVS, *_USER_FACTORIES})
+    """Sorted ids `make_env` accepts: the built-in ones and the user-registered ones."""
+    return sorted({*builtin_env_ids(), *_USER_FACTORIES})
 
 
 def register_env(env_id: str, factory: EnvFactory) -> None:

@@ -1,0 +1,132 @@
+"""Presets (jaxrl_async/presets.py) and the static env-id list they are shown with."""
+
+import dataclasses
+import json
+
+import pytest
+
+from jaxrl_async import presets
+from jaxrl_async.cli import main, parse_train
+from jaxrl_async.config import TrainConfig
+from jaxrl_async.env_ids import BUILTIN_ENV_IDS
+from jaxrl_async.envs import builtin_env_ids, make_env
+
+
+def test_the_static_env_ids_are_the_registrys():
+    # `jaxrl-async envs` prints the static list without importing gymnax: it must not drift
+    assert sorted(BUILTIN_ENV_IDS) == builtin_env_ids()
+    assert len(set(BUILTIN_ENV_IDS)) == len(BUILTIN_ENV_IDS)
+
+
+def test_every_classic_control_and_minatar_id_has_a_preset():
+    families = [env_id for env_id in BUILTIN_ENV_IDS
+                if env_id.endswith("-MinAtar") or env_id in ("CartPole-v1", "Acrobot-v1", "MountainCar-v0",
+                                                            "MountainCarContinuous-v0", "Pendulum-v1")]
+    assert len(families) == 10
+    assert [env_id for env_id in families if env_id not in presets.PRESETS] == []
+
+
+@pytest.mark.parametrize("name", sorted(presets.PRESETS))
+def test_each_preset_is_a_valid_config_for_its_env(name):
+    preset = presets.PRESETS[name]
+    assert name in BUILTIN_ENV_IDS
+    cfg = presets.config_for(name)  # TrainConfig validates itself: minibatches divide the batch, ...
+    assert cfg.env == name and cfg.preset == name and cfg.total_timesteps == preset.budget
+    assert cfg.num_updates >= 1
+    assert preset.source  # every setting and figure says where it comes from
+    make_env(name)  # the id is one make_env accepts
+
+
+def test_a_preset_sets_exactly_its_settings():
+    preset = presets.PRESETS["Pendulum-v1"]
+    base = TrainConfig(env="Pendulum-v1", seed=7, eval_episodes=5)
+    cfg = preset.apply(base)
+    assert cfg.learner.learning_rate == 1e-3 and cfg.learner.gamma == 0.995 and cfg.num_envs == 100
+    assert cfg.network.activation == "swish" and cfg.normalize_obs
+    # what the preset does not mention stays the base's
+    assert cfg.seed == 7 and cfg.eval_episodes == 5 and cfg.learner.clip_eps == base.learner.clip_eps
+    assert cfg.network.hidden_sizes == base.network.hidden_sizes
+
+
+def test_config_for_none_is_the_plain_defaults():
+    assert presets.config_for("Breakout-MinAtar", "none") == TrainConfig(env="Breakout-MinAtar")
+    assert presets.config_for("Pong-misc") == TrainConfig(env="Pong-misc")  # auto, and no preset exists
+
+
+def test_an_unknown_preset_names_the_valid_ones():
+    with pytest.raises(ValueError, match=r"preset='Breakout' is unknown: choose 'auto' .*'none' .*Breakout-MinAtar"):
+        presets.resolve("Breakout", "Breakout-MinAtar")
+
+
+# -- the train command: the preset under the flags -------------------------------------------------------------
+
+def test_env_alone_applies_its_preset():
+    cfg = parse_train(["--env", "Breakout-MinAtar"]).config
+    assert cfg == presets.config_for("Breakout-MinAtar")
+    assert cfg.preset == "Breakout-MinAtar" and cfg.network.torso == "mlp" and cfg.num_envs != TrainConfig.num_envs
+
+
+def test_flags_given_override_the_preset():
+    cfg = parse_train(["--env=Breakout-MinAtar", "--num-envs", "16", "--learning-rate", "1e-3",
+                       "--activation", "tanh"]).config
+    expected = presets.config_for("Breakout-MinAtar")
+    assert cfg.num_envs == 16 and cfg.learner.learning_rate == 1e-3 and cfg.network.activation == "tanh"
+    # the rest is the preset's
+    assert cfg.num_steps == expected.num_steps and cfg.learner.num_minibatches == expected.learner.num_minibatches
+    assert cfg.total_timesteps == expected.total_timesteps and cfg.preset == "Breakout-MinAtar"
+
+
+@pytest.mark.parametrize("flags, preset", [
+    (["--preset", "none"], "none"),
+    (["--preset", "auto"], "Breakout-MinAtar"),  # recorded as the preset it resolved to
+    (["--preset=CartPole-v1"], "CartPole-v1"),
+], ids=["none", "auto", "another-envs"])
+def test_the_preset_flag(flags, preset):
+    cfg = parse_train(["--env", "Breakout-MinAtar", *flags]).config
+    base = TrainConfig(env="Breakout-MinAtar")
+    assert cfg.env == "Breakout-MinAtar" and cfg.preset == preset
+    if preset == "none":
+        assert cfg == base
+    else:
+        assert cfg == presets.PRESETS[preset].apply(base)
+
+
+def test_an_env_without_a_preset_gets_the_defaults():
+    assert parse_train(["--env", "Pong-misc"]).config == TrainConfig(env="Pong-misc")
+
+
+def test_an_unknown_preset_exits_2_with_one_line(capsys):
+    assert main(["train", "--env", "Breakout-MinAtar", "--preset", "fast"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("jaxrl-async train: error: preset='fast' is unknown")
+    assert "'auto'" in lines[0] and "'none'" in lines[0] and "Breakout-MinAtar" in lines[0]
+
+
+def _saved_run(tmp_path, cfg: TrainConfig) -> str:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps(cfg.to_dict()))
+    return str(run_dir)
+
+
+def test_resume_keeps_the_saved_config_and_applies_no_preset(tmp_path):
+    saved = dataclasses.replace(presets.config_for("Breakout-MinAtar", "none"), num_envs=8, num_steps=16,
+                                learner=dataclasses.replace(TrainConfig().learner, learning_rate=1e-3))
+    run_dir = _saved_run(tmp_path, saved)
+    cfg = parse_train(["--resume", run_dir, "--total-timesteps", "9000"]).config
+    assert cfg == dataclasses.replace(saved, total_timesteps=9000, run_dir=run_dir)
+    assert cfg.preset == "none" and cfg.num_envs == 8 and cfg.learner.learning_rate == 1e-3
+
+
+def test_resume_refuses_a_preset(tmp_path, capsys):
+    run_dir = _saved_run(tmp_path, TrainConfig(env="Breakout-MinAtar"))
+    assert main(["train", "--resume", run_dir, "--preset", "Breakout-MinAtar"]) == 2
+    err = capsys.readouterr().err
+    assert "--preset cannot be given with --resume" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_config_saved_before_presets_loads_as_none():
+    data = TrainConfig(env="Acrobot-v1").to_dict()
+    del data["preset"]
+    assert TrainConfig.from_dict(data).preset == "none"
