@@ -79,7 +79,9 @@ def _default_command(args: list[str]) -> tuple[commands.TrainCommand, list[str]]
 
         return commands.TrainCommand(config=load_config(resume_dir), resume=resume_dir), args
     env = _flag_value(args, "--env") or TrainConfig.env
-    config = presets.config_for(env, preset or presets.AUTO)
+    # the presets hold PPO's settings: another learner starts from the plain defaults unless asked
+    algo = _flag_value(args, "--algo") or TrainConfig.algo
+    config = presets.config_for(env, preset or (presets.AUTO if algo == "ppo" else presets.NONE))
     if preset is not None:
         args = _with_flag(args, "--preset", config.preset)
     return commands.TrainCommand(config=config), args

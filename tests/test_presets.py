@@ -130,3 +130,11 @@ def test_a_config_saved_before_presets_loads_as_none():
     data = TrainConfig(env="Acrobot-v1").to_dict()
     del data["preset"]
     assert TrainConfig.from_dict(data).preset == "none"
+
+
+def test_the_ppo_presets_apply_to_ppo_only():
+    # `--algo dqn --env CartPole-v1` must not start from PPO's CartPole settings
+    assert parse_train(["--env", "CartPole-v1", "--algo", "dqn"]).config.preset == "none"
+    assert parse_train(["--env", "CartPole-v1", "--algo", "ppo"]).config.preset == "CartPole-v1"
+    # asked for by name, a preset still applies
+    assert parse_train(["--env", "CartPole-v1", "--algo", "a2c", "--preset", "CartPole-v1"]).config.preset == "CartPole-v1"
