@@ -24,7 +24,7 @@ def test_quick_run_writes_every_case(quick_report):
     results = report["results"]
     prefixes = {key.split("/")[0] for key in results}
     assert prefixes == {"env_step", "rollout", "advantages", "update", "gae_placement", "e2e", "devices",
-                        "compile_cache"}
+                        "compile_cache", "ops_per_iteration"}
     for key, row in results.items():
         if key.startswith(("env_step", "rollout", "advantages", "update")):
             assert row["compile_s"] > 0 and row["repeats"] >= 2
@@ -39,6 +39,11 @@ def test_quick_run_writes_every_case(quick_report):
         assert row["ratio_to_fused"] > 0 and row["overlap_efficiency"] > 0
     assert results["e2e/4x128/fused/seeds=2"]["steps_per_second"]["median"] > 0
     assert results["devices/4x128/seeds=2/all-devices"]["ratio_to_one_device"] > 0
+    ops = {variant: results[f"ops_per_iteration/CartPole-v1/4x128/{variant}"]
+           for variant in ("auto", "cpu-defaults", "gpu-defaults")}
+    assert ops["auto"]["ops_per_iteration"] == ops[f"{meta['backend']}-defaults"]["ops_per_iteration"]
+    # the GPU's layout (unrolled loops, GAE as one product) launches fewer ops on any backend
+    assert 0 < ops["gpu-defaults"]["ops_per_iteration"] < ops["cpu-defaults"]["ops_per_iteration"]
     cache = results["compile_cache/CartPole-v1/fused"]
     assert cache["cold_compile_s"] > 0 and cache["warm_compile_s"] > 0
 
