@@ -273,9 +273,9 @@ def ops_per_iteration(quick: bool, repeats: int) -> dict:
             cfg = TrainConfig(**shape, total_timesteps=shape["num_envs"] * shape["num_steps"], **speed)
             c = build(cfg)
             state = initial_states(c)
-            text = fused_program(c).lower(state, jnp.int32(1)).compile().as_text()
+            counted = count_ops(fused_program(c).lower(state, jnp.int32(1)).compile().as_text(), per="loop")
             results[f"ops_per_iteration/{label}/{variant}"] = {
-                "ops_per_iteration": count_ops(text, per="loop").total, **count_ops(text, per="loop").as_dict(),
+                "ops_per_iteration": counted.total, **counted.as_dict(),
                 "backend": jax.default_backend(), "speed": c.speed.as_dict()}
     return results
 
