@@ -203,6 +203,10 @@ class TrainConfig:
     """Async mode: params the actor uses for rollout k: '0' version k (lock step, identical to fused), '1' version k-1 (overlapped, deterministic), 'latest' (free-running)."""
     buffer_size: int = 1
     """Async mode: rollouts the actor may hold ready for the learner (1 = double buffering)."""
+    actor_device: Literal["default", "cpu"] = "default"
+    """Async mode: where the actor runs the policy: 'default' the learner's device; 'cpu' a host CPU device of its own (on a GPU machine the CPU acts while the GPU learns; on a CPU-only machine a core of its own)."""
+    num_actors: int = 1
+    """Async mode: actor threads, each stepping an equal share of num_envs."""
     devices: int | Literal["all"] = "all"
     """Devices to spread seeds (or, with fewer seeds than devices, envs) over; the CLI makes each CPU core a device."""
     iterations_per_call: int | Literal["auto", "all"] = "auto"
@@ -251,6 +255,15 @@ class TrainConfig:
                self.devices, "use a count >= 1 or 'all'")
         _check(self.lag in ("0", "1", "latest"), "lag", self.lag, "choose 0, 1 or latest")
         _check(self.buffer_size >= 1, "buffer_size", self.buffer_size, "must be >= 1")
+        _check(self.actor_device in ("default", "cpu"), "actor_device", self.actor_device, "choose default or cpu")
+        _check(self.num_actors >= 1, "num_actors", self.num_actors, "must be >= 1")
+        _check(self.num_envs % self.num_actors == 0, "num_actors", self.num_actors,
+               f"must divide num_envs={self.num_envs}: each actor steps an equal share of the envs")
+        if self.mode != "async":
+            _check(self.actor_device == "default", "actor_device", self.actor_device,
+                   "the fused mode acts and learns in one program on one device: use --mode async")
+            _check(self.num_actors == 1, "num_actors", self.num_actors,
+                   "the fused mode has no actor threads: use --mode async")
         _check(self.eval_episodes >= 1, "eval_episodes", self.eval_episodes, "must be >= 1")
         for name in ("eval_interval", "checkpoint_interval"):
             value = getattr(self, name)
