@@ -12,6 +12,7 @@ bits: XLA may order it differently inside the fused loop).
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import jax
@@ -19,30 +20,29 @@ import numpy as np
 from flax import serialization
 
 from jaxrl_async import metrics as metrics_lib
+from jaxrl_async.actors import make_actor
 from jaxrl_async.components import Components, all_finite, over_seeds, warm_up
+from jaxrl_async.host_rollout import HOST_TIMING_FIELDS
 from jaxrl_async.pipeline import Lag, ParamStore, RolloutWorker
 from jaxrl_async.run import Run, Window
 from jaxrl_async.sharding import Placement
 from jaxrl_async.types import TrainState
 
 # Per-iteration pipeline timings, averaged over each log window.
-TIMING_FIELDS = ("policy_lag", "learner_wait_s", "actor_wait_s", "rollout_s", "update_s")
+TIMING_FIELDS = ("policy_lag", "learner_wait_s", "actor_wait_s", "rollout_s", "update_s", *HOST_TIMING_FIELDS)
 # The first rollouts wait on a pipeline still filling: the steady state starts after them.
 PIPELINE_FILL = 2
 
 
-def compile_pipeline(c: Components, placement: Placement, state: TrainState):
-    """AOT-compile the actor's collect and the learner's update for this state's shapes and
-    placement (both keep their state's shardings from call to call), and warm both up.
+def compile_learner(c: Components, placement: Placement, state: TrainState, trajectory):
+    """AOT-compile the learner's update for `trajectory` (abstract, with the shardings the actor
+    hands it over in) and this state's placement (the learner keeps its state's shardings from
+    call to call); warm it up on `example` where the actor gave one.
 
     `learn(learner, trajectory) -> (learner, metrics, update_finite, params_finite)`, the last
     three per seed: only they come to the host."""
     num_seeds = c.cfg.num_seeds
     shardings = placement.shardings(state)
-
-    def collect_fn(params, rollout_state):
-        rollout_state, trajectory = over_seeds(c.rollout.collect, num_seeds)(params, rollout_state)
-        return jax.lax.with_sharding_constraint(rollout_state, shardings.rollout), trajectory
 
     def learn_fn(learner, trajectory):
         def learn_one(learner, trajectory):
@@ -53,17 +53,22 @@ def compile_pipeline(c: Components, placement: Placement, state: TrainState):
         learner, *outputs = over_seeds(learn_one, num_seeds)(learner, trajectory)
         return jax.lax.with_sharding_constraint(learner, shardings.learner), *outputs
 
-    collect = jax.jit(collect_fn).lower(state.learner.params, state.rollout).compile()
-    # the learner is compiled for the trajectory exactly as collect lays it out
-    _, trajectory = jax.eval_shape(collect_fn, state.learner.params, state.rollout)
-    _, trajectory_shardings = collect.output_shardings
-    trajectory = jax.tree.map(lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh),
-                              trajectory, trajectory_shardings)
     # nothing is donated: the learner's params are published, and no output could reuse the trajectory
     learn = jax.jit(learn_fn).lower(state.learner, trajectory).compile()
-    _, trajectory = warm_up(collect, state.learner.params, state.rollout)
-    warm_up(learn, state.learner, trajectory)
-    return collect, learn
+    example = jax.tree.map(lambda x: jax.device_put(np.zeros(x.shape, x.dtype), x.sharding), trajectory)
+    warm_up(learn, state.learner, example)
+    return learn
+
+
+def compile_pipeline(c: Components, placement: Placement, state: TrainState, start: int = 0):
+    """The actor (`actors.make_actor`: the gymnax rollout or the host envs' actors) and the learner
+    compiled for the trajectory as the actor lays it out; both warmed up."""
+    actor = make_actor(c, placement, state, start)
+    try:
+        return actor, compile_learner(c, placement, state, actor.trajectory)
+    except BaseException:
+        actor.close()
+        raise
 
 
 def _param_store(state: TrainState, start: int, saved: dict | None) -> ParamStore:
@@ -148,6 +153,15 @@ class PipelineAccounting:
         }
 
 
+@contextlib.contextmanager
+def actor_closed(actor):
+    """Close the actor's envs and threads however the loop ends."""
+    try:
+        yield actor
+    finally:
+        actor.close()
+
+
 def train_async(c: Components, run: Run, state: TrainState, saved: dict | None = None) -> tuple[TrainState, dict]:
     """Train from `run.start_update` to the end of the schedule (or a stop) with the rollout
     thread; `saved` is the checkpoint a resumed run continues from. Returns the state and the
@@ -155,16 +169,17 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
     cfg = c.cfg
     lag = Lag.parse(cfg.lag)
     compile_start = time.perf_counter()
-    collect, learn = compile_pipeline(c, run.placement, state)
+    start = done = run.start_update
+    actor, learn = compile_pipeline(c, run.placement, state, start)
     compile_s = time.perf_counter() - compile_start
 
-    start = done = run.start_update
     sync_at = set(run.schedule.remaining(start))
     store = _param_store(state, start, saved)
     learner, rollout_state = state.learner, state.rollout
     accounting = PipelineAccounting(start, cfg.num_updates, cfg.num_seeds * cfg.batch_size)
-    with RolloutWorker(collect, rollout_state, store, lag=lag, num_rollouts=cfg.num_updates - start,
-                       buffer_size=cfg.buffer_size, first_index=start) as worker:
+    with actor_closed(actor), RolloutWorker(actor.collect, rollout_state, store, lag=lag,
+                                            num_rollouts=cfg.num_updates - start, buffer_size=cfg.buffer_size,
+                                            first_index=start, timings=actor.timings) as worker:
         for k in range(start, cfg.num_updates):
             accounting.start_iteration(k, run.host_s)
             wait_start = time.perf_counter()
@@ -179,10 +194,12 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
             rollout_state, done = item.rollout_state, k + 1
             accounting.add(k, metrics, update_finite, {
                 "policy_lag": k - item.version, "learner_wait_s": learner_wait_s,
-                "actor_wait_s": item.actor_wait_s, "rollout_s": item.rollout_s, "update_s": update_s})
+                "actor_wait_s": item.actor_wait_s, "rollout_s": item.rollout_s, "update_s": update_s,
+                **{f: item.timings.get(f, 0.0) for f in HOST_TIMING_FIELDS}})
             if done not in sync_at:
                 continue
-            stop = run.sync(accounting.window(done, params_finite), TrainState(learner=learner, rollout=rollout_state),
+            stop = run.sync(accounting.window(done, params_finite),
+                            TrainState(learner=learner, rollout=actor.to_learner(rollout_state)),
                             counters={"params_version": store.version},
                             # the next rollout (lag 1) is collected with the previous version: keep it
                             # for an exact resume
@@ -190,6 +207,6 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
                             if lag is Lag.ONE else None)
             if stop:
                 break
-    return TrainState(learner=learner, rollout=rollout_state), {
+    return TrainState(learner=learner, rollout=actor.to_learner(rollout_state)), {
         "compile_s": compile_s, "updates_done": done, "lag": cfg.lag, "params_version": store.version,
         **accounting.summary(run.host_s)}

@@ -16,8 +16,11 @@ import jax.numpy as jnp
 from jaxrl_async import metrics as metrics_lib
 from jaxrl_async.algorithms import make_algorithm
 from jaxrl_async.config import TrainConfig
+from jaxrl_async.env_ids import host_env_kind
 from jaxrl_async.envs import make_env
+from jaxrl_async.envs.host import make_host_env
 from jaxrl_async.evaluate import EvalResult, make_evaluator
+from jaxrl_async.host_rollout import HostEvaluator, HostRollout
 from jaxrl_async.networks import Policy, at_matmul_precision, make_policy, with_matmul_precision
 from jaxrl_async.q_policy import make_q_policy
 from jaxrl_async.rollout import Rollout, make_rollout
@@ -42,6 +45,8 @@ class Components(NamedTuple):
 def build(cfg: TrainConfig, backend: str | None = None) -> Components:
     """The run's pieces; the speed settings left at 'auto' take `backend`'s defaults
     (default: `jax.default_backend()`, where the programs will run)."""
+    if host_env_kind(cfg.env):
+        return _build_host(cfg, backend)
     env, env_params = make_env(cfg.env)
     obs_shape = env.observation_space(env_params).shape
     q_values = None
@@ -59,6 +64,19 @@ def build(cfg: TrainConfig, backend: str | None = None) -> Components:
     evaluate = make_evaluator(env, env_params, policy, num_episodes=cfg.eval_episodes,
                               normalize_obs=cfg.normalize_obs, unroll=speed.eval_unroll)
     return Components(cfg, env, env_params, policy, rollout, algo, evaluate, speed)
+
+
+def _build_host(cfg: TrainConfig, backend: str | None) -> Components:
+    """A host env's pieces (`envs/host.py`): `env` is its `HostEnvSpec`, `rollout` a `HostRollout`
+    (stepped by the async mode's actor thread), `evaluate` a `HostEvaluator` on envs of its own."""
+    spec = make_host_env(cfg.env)
+    policy = with_matmul_precision(make_policy(cfg.network, spec.observation_space.shape, spec.action_space),
+                                   cfg.matmul_precision)
+    speed = resolve_speed(cfg, backend)
+    rollout = HostRollout(spec, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps, gamma=cfg.learner.gamma,
+                          gae_lambda=cfg.learner.gae_lambda, gae_scan=speed.gae_scan)
+    algo = make_algorithm(cfg, policy, None, unroll=speed.update_unroll)
+    return Components(cfg, spec, None, policy, rollout, algo, HostEvaluator(rollout, cfg.eval_episodes), speed)
 
 
 def seed_keys(seed: int, num_seeds: int) -> jax.Array:

@@ -12,6 +12,8 @@ import dataclasses
 import math
 from typing import Literal
 
+from jaxrl_async.env_ids import host_env_kind
+
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "elu")
 MATMUL_PRECISIONS = ("default", "float32", "tensorfloat32", "bfloat16")
 
@@ -182,7 +184,7 @@ class TrainConfig:
     """A training run: environment, budget, seeds, mode, and the algorithm's settings."""
 
     env: str = "CartPole-v1"
-    """Environment id (any gymnax id, or a Probe-* id; `jaxrl-async envs` lists them)."""
+    """Environment id (any gymnax id, or a Probe-* id; `jaxrl-async envs` lists them), or a host env: gymnasium:<id> for any registered gymnasium 1.x id (trained in the async mode, one seed; host env states are not checkpointed, so a resumed run restarts its episodes)."""
     preset: str = "none"
     """Preset the settings start from: 'auto' (the CLI's default: the env's own preset, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/presets.py). Recorded in config.json."""
     algo: Literal["ppo", "a2c", "reinforce", "impala", "dqn"] = "ppo"
@@ -280,6 +282,8 @@ class TrainConfig:
                f"choose one of {', '.join(MATMUL_PRECISIONS)}")
         _check(self.total_timesteps >= self.batch_size, "total_timesteps", self.total_timesteps,
                f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
+        if host_env_kind(self.env):
+            self._check_host_env()
         if self.algo in OFF_POLICY_ALGOS:
             self._check_off_policy()
             return
@@ -287,6 +291,18 @@ class TrainConfig:
         whole_sequences = self.algo == "impala" or self.network.core != "none"
         check_minibatches(self.learner.num_minibatches, self.num_envs if whole_sequences else self.batch_size,
                           whole_sequences=whole_sequences)
+
+    def _check_host_env(self) -> None:
+        """A host env's rules (`envs/host.py`): its envs are stepped by the async mode's actor thread."""
+        _check(self.mode == "async", "mode", self.mode,
+               f"env={self.env!r} is a host env, stepped on the host by the async mode's actor thread, not inside "
+               "one jitted program: use --mode async (the CLI picks it for a host env by itself)")
+        _check(self.algo not in OFF_POLICY_ALGOS, "algo", self.algo,
+               "host envs train the on-policy learners (ppo, a2c, reinforce, impala): the async mode has no replay")
+        _check(self.num_seeds == 1, "num_seeds", self.num_seeds,
+               "host envs train one seed per process: run one process per seed")
+        _check(not self.normalize_obs, "normalize_obs", self.normalize_obs,
+               "host envs do not keep running observation statistics yet: use --no-normalize-obs")
 
     def _check_off_policy(self) -> None:
         """A replay learner's own rules (its minibatches are sampled from the buffer, so the

@@ -25,3 +25,13 @@ BUILTIN_ENV_IDS: tuple[str, ...] = (
     # partially observable (envs/partially_observable.py)
     "StatelessCartPole-v1", "StatelessPendulum-v1",
 )
+
+# Host environments (`envs/host.py`): stepped on the host, not JAX functions.
+GYMNASIUM_PREFIX = "gymnasium:"
+ENVPOOL_PREFIX = "envpool:"
+HOST_ENV_PREFIXES = (GYMNASIUM_PREFIX, ENVPOOL_PREFIX)
+
+
+def host_env_kind(env_id: str) -> str | None:
+    """The host env prefix `env_id` starts with ('gymnasium:' / 'envpool:'), None for a JAX env."""
+    return next((prefix for prefix in HOST_ENV_PREFIXES if str(env_id).startswith(prefix)), None)

@@ -132,6 +132,7 @@ class RolloutItem:
     rollout_state: Any  # the actor's state right after this rollout (for checkpoints)
     rollout_s: float  # time inside the jitted rollout
     actor_wait_s: float  # time the actor waited, before this rollout, for params and for a free slot
+    timings: dict = dataclasses.field(default_factory=dict)  # the collect's own split of rollout_s, if it gives one
 
 
 _END = object()
@@ -147,12 +148,15 @@ class RolloutWorker:
 
     def __init__(self, collect: Callable, rollout_state: Any, store: ParamStore, *, lag: Lag | str | int = Lag.ONE,
                  num_rollouts: int | None = None, buffer_size: int = 1, first_index: int = 0,
-                 join_timeout_s: float = 60.0):
+                 join_timeout_s: float = 60.0, timings: Callable[[], dict] | None = None):
+        """`timings()`, if given, is called after each collect (in the actor's thread) and its dict
+        travels with the rollout (`RolloutItem.timings`)."""
         lag = Lag.parse(lag)
         if buffer_size < 1:
             raise ValueError(f"buffer_size={buffer_size} must be >= 1")
         self.lag = lag
         self._collect = collect
+        self._timings = timings
         self._state = rollout_state
         self._store = store
         self._num_rollouts = num_rollouts
@@ -190,7 +194,8 @@ class RolloutWorker:
                 jax.block_until_ready(trajectory)
                 rollout_s = time.perf_counter() - start
                 put_start = time.perf_counter()
-                self._put(RolloutItem(index, version, trajectory, self._state, rollout_s, actor_wait_s))
+                timings = self._timings() if self._timings is not None else {}
+                self._put(RolloutItem(index, version, trajectory, self._state, rollout_s, actor_wait_s, timings))
                 blocked_s = time.perf_counter() - put_start
                 index += 1
         except PipelineClosed:

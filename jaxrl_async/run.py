@@ -132,8 +132,11 @@ class Run:
         self._stop = StopRequest()
         self._stop_after = stop_after
         self._wall_start = time.perf_counter() if wall_start is None else wall_start
-        self._evaluate = jax.jit(functools.partial(_evaluate_at, evaluate, cfg.seed, cfg.num_seeds),
-                                 static_argnames="greedy")
+        if getattr(evaluate, "on_host", False):  # host envs (`host_rollout.HostEvaluator`): not jittable
+            self._evaluate = functools.partial(_evaluate_at, evaluate, cfg.seed, cfg.num_seeds)
+        else:
+            self._evaluate = jax.jit(functools.partial(_evaluate_at, evaluate, cfg.seed, cfg.num_seeds),
+                                     static_argnames="greedy")
 
     @classmethod
     def create(cls, cfg: TrainConfig, evaluate: Callable[..., EvalResult], placement: Placement, *,

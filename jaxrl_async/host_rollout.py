@@ -1,0 +1,208 @@
+"""Rollouts over host environments (`--env gymnasium:<id>`): NumPy env steps, jitted acting.
+
+    rollout = HostRollout(spec, policy, num_envs=4, num_steps=128, gamma=0.99, gae_lambda=0.95)
+    state = rollout.init(key)                          # jittable, like `rollout.make_rollout`'s
+    actor = rollout.actor(seeds, device, out_sharding)
+    state, trajectory = actor.collect(params, state)   # [1, T, B] Trajectory on out_sharding
+
+Each of the T steps calls one jitted `act` on the actor's device (params copied there once per
+version) and steps the envs on the host; at the fragment's end one jitted call values the pre-reset
+observations (the truncation bootstrap), runs GAE and builds the same `Trajectory` that
+`rollout.collect` produces, which reaches the learner's device as one transfer. The envs' states
+live on the host and are not part of `RolloutState` (its `env_state` is a placeholder): a resumed
+run restarts its episodes. Host envs train one seed (the `[1]` axis the learner expects).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_async.advantages import batched_gae, gae_inputs
+from jaxrl_async.envs.host import HostEnvSpec, HostVecEnv
+from jaxrl_async.envs.normalize import RunningMeanStd
+from jaxrl_async.evaluate import EvalResult
+from jaxrl_async.networks import Policy, reset_carry
+from jaxrl_async.types import RolloutState, Trajectory
+
+HOST_TIMING_FIELDS = ("env_s", "inference_s", "transfer_s")
+
+
+def env_seeds(seed: int, stream: int, num_envs: int) -> list[int]:
+    """Per-env reset seeds from the run's seed and a stream (the update a fragment starts at, so a
+    resumed run does not replay the episodes of the run's start)."""
+    return [int(s) for s in np.random.SeedSequence([seed, stream]).generate_state(num_envs)]
+
+
+def _act(policy: Policy, params, obs, carry, reset, key, greedy: bool):
+    """One step of the policy: (action, log_prob, value, carry, key)."""
+    key, act_key = jax.random.split(key)
+    dist, value, carry = policy.step(params, obs, reset_carry(policy, carry, reset))
+    action = dist.mode() if greedy else dist.sample(act_key)
+    return action, dist.log_prob(action), value, carry, key
+
+
+class HostRollout:
+    """The host rollout's pure parts (`init`, the jitted act and finish) for one env spec."""
+
+    def __init__(self, spec: HostEnvSpec, policy: Policy, *, num_envs: int, num_steps: int, gamma: float,
+                 gae_lambda: float, gae_scan: str = "sequential"):
+        self._settings = dict(num_steps=num_steps, gamma=gamma, gae_lambda=gae_lambda, gae_scan=gae_scan)
+        self.spec, self.policy = spec, policy
+        self.num_envs, self.num_steps = num_envs, num_steps
+        obs_shape = policy.obs_shape
+
+        def init(key: jax.Array) -> RolloutState:
+            # the envs live on the host: env_state only holds the env count's shape
+            return RolloutState(env_state=jnp.zeros((num_envs,), jnp.int32),
+                                obs=jnp.zeros((num_envs, *obs_shape), jnp.float32),
+                                obs_stats=RunningMeanStd.create(obs_shape), key=key,
+                                carry=policy.initial_carry((num_envs,)), reset=jnp.ones((num_envs,), bool))
+
+        def finish(params, rec: dict, carry_after, initial_carry) -> Trajectory:
+            bootstrap_value = policy.value_step(params, rec["next_obs"], carry_after)
+            discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"], gamma, gae_lambda)
+            advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t, scan=gae_scan)
+            trajectory = Trajectory(**rec, bootstrap_value=bootstrap_value, advantage=advantage,
+                                    target=advantage + rec["value"], initial_carry=initial_carry)
+            return jax.tree.map(lambda x: x[None], trajectory)  # the learner's seed axis
+
+        self.init = init
+        self.act = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, k, greedy=False))
+        self.act_greedy = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, k, greedy=True))
+        self.finish = jax.jit(finish)
+
+    def with_num_envs(self, num_envs: int) -> "HostRollout":
+        """The same rollout over `num_envs` envs (one actor's share)."""
+        return HostRollout(self.spec, self.policy, num_envs=num_envs, **self._settings)
+
+    def collect(self, params, state):
+        raise ValueError("a host env (gymnasium:...) is stepped by the async mode's actor thread, not inside "
+                         "a jitted program: use --mode async")
+
+    def actor(self, seeds: list[int], device: Any, out_sharding: Any) -> "HostActor":
+        return HostActor(self, self.spec.make_vec(self.num_envs), seeds, device, out_sharding)
+
+    def trajectory_shape(self, params) -> Trajectory:
+        """The abstract `[1, T, B]` trajectory `collect` returns (for compiling the learner)."""
+        T, B, policy = self.num_steps, self.num_envs, self.policy
+        carry = policy.initial_carry((B,))
+        dist_out = jax.eval_shape(lambda p: _act(policy, p, jnp.zeros((B, *policy.obs_shape)), carry,
+                                                 jnp.ones((B,), bool), jax.random.PRNGKey(0), False), params)
+        action, log_prob = dist_out[0], dist_out[1]
+        f32, boolean = jax.ShapeDtypeStruct((T, B), jnp.float32), jax.ShapeDtypeStruct((T, B), bool)
+        rec = dict(obs=jax.ShapeDtypeStruct((T, B, *policy.obs_shape), jnp.float32),
+                   action=jax.ShapeDtypeStruct((T, *action.shape), action.dtype),
+                   log_prob=jax.ShapeDtypeStruct((T, *log_prob.shape), log_prob.dtype), value=f32, reward=f32,
+                   terminated=boolean, truncated=boolean,
+                   next_obs=jax.ShapeDtypeStruct((T, B, *policy.obs_shape), jnp.float32),
+                   episode_return=f32, episode_length=jax.ShapeDtypeStruct((T, B), jnp.int32),
+                   episode_done=boolean, reset=boolean)
+        carry_after = jax.tree.map(lambda c: jax.ShapeDtypeStruct((T, *c.shape), c.dtype), carry)
+        return jax.eval_shape(self.finish, params, rec, carry_after, carry)
+
+
+class HostActor:
+    """One actor thread's envs and its copy of the params on its device: `collect(params, state)`
+    steps the envs for a fragment (the pipeline's `collect`); `timings()` the last fragment's split."""
+
+    def __init__(self, rollout: HostRollout, envs: HostVecEnv, seeds: list[int], device: Any, out_sharding: Any):
+        self._r, self._envs, self._seeds = rollout, envs, seeds
+        self._device, self._out = device, out_sharding
+        self._source = self._params = None
+        self._obs: np.ndarray | None = None  # the envs' current observation; None: reset them first
+        self._timings = dict.fromkeys(HOST_TIMING_FIELDS, 0.0)
+
+    def collect(self, params, state: RolloutState) -> tuple[RolloutState, Trajectory]:
+        r, T, B = self._r, self._r.num_steps, self._r.num_envs
+        start = time.perf_counter()
+        if params is not self._source:  # once per version: the store hands out the same object
+            self._params, self._source = jax.device_put(jax.tree.map(lambda x: x[0], params), self._device), params
+        carry, key, reset = jax.device_put((jax.tree.map(lambda x: x[0], state.carry), state.key[0],
+                                            state.reset[0]), self._device)
+        transfer_s = time.perf_counter() - start
+        if self._obs is None:  # a fresh actor (a new or resumed run): the episodes start here
+            self._obs, reset = self._envs.reset(self._seeds), jnp.ones((B,), bool)
+        obs_shape = self._obs.shape[1:]
+        rec = {name: np.zeros((T, B, *obs_shape), np.float32) for name in ("obs", "next_obs")}
+        rec.update({name: np.zeros((T, B), np.float32) for name in ("log_prob", "value", "reward", "episode_return")})
+        rec.update({name: np.zeros((T, B), bool) for name in ("terminated", "truncated", "episode_done", "reset")})
+        rec["episode_length"] = np.zeros((T, B), np.int32)
+        actions, carries = [], []
+        initial_carry, reset_np = carry, np.asarray(reset)
+        env_s = inference_s = 0.0
+        for t in range(T):
+            tick = time.perf_counter()
+            action, log_prob, value, carry, key = r.act(self._params, self._obs, carry, reset_np, key)
+            action, rec["log_prob"][t], rec["value"][t] = jax.device_get((action, log_prob, value))
+            tock = time.perf_counter()
+            step = self._envs.step(action)
+            env_s += time.perf_counter() - tock
+            inference_s += tock - tick
+            rec["obs"][t], rec["reset"][t] = self._obs, reset_np
+            rec["next_obs"][t] = step.final_obs
+            for name in ("reward", "terminated", "truncated", "episode_return", "episode_length", "episode_done"):
+                rec[name][t] = getattr(step, name)
+            actions.append(action)
+            carries.append(carry)
+            self._obs, reset_np = step.obs, step.terminated | step.truncated
+        tick = time.perf_counter()
+        rec["action"] = np.stack(actions)
+        carry_after = jax.tree.map(lambda *c: jnp.stack(c), *carries) if jax.tree.leaves(carry) else carry
+        trajectory = r.finish(self._params, rec, carry_after, initial_carry)
+        inference_s += time.perf_counter() - tick
+        tick = time.perf_counter()
+        trajectory = jax.block_until_ready(jax.device_put(trajectory, self._out))  # one transfer
+        new_state = state.replace(obs=jnp.asarray(self._obs)[None], key=key[None],
+                                  carry=jax.tree.map(lambda x: x[None], carry), reset=jnp.asarray(reset_np)[None])
+        transfer_s += time.perf_counter() - tick
+        self._timings = {"env_s": env_s, "inference_s": inference_s, "transfer_s": transfer_s}
+        return new_state, trajectory
+
+    def timings(self) -> dict:
+        return dict(self._timings)
+
+    def close(self) -> None:
+        self._envs.close()
+
+
+class HostEvaluator:
+    """`evaluate(params, obs_stats, key, greedy=True) -> EvalResult` on host envs of its own:
+    `num_episodes` envs, each until its first episode ends (or `max_steps`). Not jittable
+    (`on_host`): the run calls it directly."""
+
+    on_host = True
+
+    def __init__(self, rollout: HostRollout, num_episodes: int, max_steps: int | None = None):
+        self._r, self._n = rollout, num_episodes
+        self._max_steps = max_steps or rollout.spec.max_episode_steps or 10_000
+        self._envs: HostVecEnv | None = None
+
+    def __call__(self, params, obs_stats, key: jax.Array, greedy: bool = True) -> EvalResult:
+        r, n = self._r, self._n
+        if self._envs is None:
+            self._envs = r.spec.make_vec(n)
+        key, seed_key = jax.random.split(key)
+        obs = self._envs.reset([int(s) for s in np.asarray(jax.random.randint(seed_key, (n,), 0, 2**31 - 1))])
+        act = r.act_greedy if greedy else r.act
+        carry, reset = r.policy.initial_carry((n,)), np.ones((n,), bool)
+        returns, lengths, done = np.zeros(n, np.float32), np.zeros(n, np.int32), np.zeros(n, bool)
+        for _ in range(self._max_steps):
+            action, _, _, carry, key = act(params, obs, carry, reset, key)
+            step = self._envs.step(np.asarray(action))
+            returns += np.where(done, 0.0, step.reward)
+            lengths += ~done
+            reset = step.terminated | step.truncated
+            done |= reset
+            obs = step.obs
+            if done.all():
+                break
+        return EvalResult(returns=returns, lengths=lengths, complete=done)
+
+    def close(self) -> None:
+        if self._envs is not None:
+            self._envs.close()
