@@ -75,9 +75,7 @@ class JaxActor:
         self.trajectory = jax.tree.map(lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh),
                                        trajectory, out_shardings)
         self._timings = dict.fromkeys(HOST_TIMING_FIELDS, 0.0)
-        _, self.example = warm_up(self._collect, params, rollout)
-        if device is not None:
-            self.example = jax.device_put(self.example, out_shardings)
+        warm_up(self._collect, params, rollout)
 
     def collect(self, params, rollout_state):
         if self._device is None:
@@ -130,7 +128,8 @@ class HostActors:
         params = state.learner.params
         self.trajectory = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self._out),
                                        rollout.trajectory_shape(jax.tree.map(lambda x: x[0], params)))
-        self.example = None
+        for actor in self._actors:
+            actor.warm_up(params)
 
     def _split(self, state, i: int, key):
         b = state.reset.shape[1] // self._n

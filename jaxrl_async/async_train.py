@@ -37,7 +37,7 @@ PIPELINE_FILL = 2
 def compile_learner(c: Components, placement: Placement, state: TrainState, trajectory):
     """AOT-compile the learner's update for `trajectory` (abstract, with the shardings the actor
     hands it over in) and this state's placement (the learner keeps its state's shardings from
-    call to call); warm it up on `example` where the actor gave one.
+    call to call); warmed up on a zero trajectory (the result dropped).
 
     `learn(learner, trajectory) -> (learner, metrics, update_finite, params_finite)`, the last
     three per seed: only they come to the host."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from jaxrl_async import presets
 from jaxrl_async.config import TrainConfig
+from jaxrl_async.env_ids import host_env_kind
 
 if TYPE_CHECKING:
     from jaxrl_async import commands
@@ -81,7 +82,9 @@ def _default_command(args: list[str]) -> tuple[commands.TrainCommand, list[str]]
     env = _flag_value(args, "--env") or TrainConfig.env
     # the presets hold PPO's settings: another learner starts from the plain defaults unless asked
     algo = _flag_value(args, "--algo") or TrainConfig.algo
-    config = presets.config_for(env, preset or (presets.AUTO if algo == "ppo" else presets.NONE))
+    # a host env is stepped by the async mode's actor thread: that is its default mode
+    base = TrainConfig(mode="async") if host_env_kind(env) else None
+    config = presets.config_for(env, preset or (presets.AUTO if algo == "ppo" else presets.NONE), base=base)
     if preset is not None:
         args = _with_flag(args, "--preset", config.preset)
     return commands.TrainCommand(config=config), args

@@ -1,0 +1,174 @@
+"""Host environments (`--env gymnasium:<id>`): the SAME_STEP vector env against a hand-made env whose
+episode ends are known, the host actor's trajectory step by step, determinism, resume, errors, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrl_async import checkpoint as ckpt
+from jaxrl_async.advantages import gae_inputs
+from jaxrl_async.cli import main
+from jaxrl_async.components import build, initial_states
+from jaxrl_async.config import TrainConfig
+from jaxrl_async.envs.host import make_host_env
+from jaxrl_async.training import train
+from host_envs_helpers import DICT_ID, SCRIPTED_ID, register  # tests/host_envs_helpers.py
+
+register()
+SCRIPTED = "gymnasium:" + SCRIPTED_ID
+
+
+def test_spaces_map_to_gymnax_spaces():
+    spec = make_host_env(SCRIPTED)
+    assert spec.observation_space.shape == (2,)
+    assert spec.action_space.n == 2
+    assert spec.max_episode_steps == 4
+
+
+def test_vector_env_keeps_terminations_truncations_and_the_pre_reset_obs_apart():
+    """env 0 (seed 0) terminates at t=3, env 1 (seed 1) is truncated at t=4; the step that ends an
+    episode returns the reset obs and the final one apart, and the next step is a real one (no
+    NEXT_STEP dummy transition with reward 0)."""
+    envs = make_host_env(SCRIPTED).make_vec(2)
+    np.testing.assert_array_equal(envs.reset([0, 1]), [[0, 0], [0, 1]])
+    # per step: env 0's t after the step, env 1's
+    t0, t1 = [1, 2, 3, 1, 2, 3], [1, 2, 3, 4, 1, 2]
+    for k in range(6):
+        step = envs.step(np.array([0, 1]))
+        term = np.array([t0[k] == 3, False])
+        trunc = np.array([False, t1[k] == 4])
+        np.testing.assert_array_equal(step.terminated, term)
+        np.testing.assert_array_equal(step.truncated, trunc)
+        np.testing.assert_array_equal(step.reward, [t0[k], t1[k] + 0.5])
+        np.testing.assert_array_equal(step.final_obs, [[t0[k], 0], [t1[k], 1]])
+        np.testing.assert_array_equal(step.obs, [[0 if term[0] else t0[k], 0], [0 if trunc[1] else t1[k], 1]])
+        np.testing.assert_array_equal(step.episode_done, term | trunc)
+        if term[0]:
+            assert (step.episode_return[0], step.episode_length[0]) == (6.0, 3)
+        if trunc[1]:
+            assert (step.episode_return[1], step.episode_length[1]) == (1 + 2 + 3 + 4 + 4 * 0.5, 4)
+    envs.close()
+
+
+@pytest.fixture(scope="module")
+def scripted_fragment():
+    """One 6-step fragment of 2 scripted envs (seeds 0, 1) by the host actor, with its components."""
+    cfg = TrainConfig(env=SCRIPTED, mode="async", num_envs=2, num_steps=6, total_timesteps=12)
+    c = build(cfg)
+    state = initial_states(c)
+    device = jax.devices()[0]
+    actor = c.rollout.actor([0, 1], device, jax.sharding.SingleDeviceSharding(device))
+    actor.warm_up(state.learner.params)
+    new_state, trajectory = actor.collect(state.learner.params, state.rollout)
+    actor.close()
+    return c, state, new_state, jax.tree.map(lambda x: np.asarray(x[0]), trajectory)
+
+
+def test_host_actor_records_the_fragment_step_by_step(scripted_fragment):
+    _, _, new_state, tr = scripted_fragment
+    t0, t1 = np.array([1, 2, 3, 1, 2, 3]), np.array([1, 2, 3, 4, 1, 2])
+    np.testing.assert_array_equal(tr.obs[:, :, 0], np.stack([[0, 1, 2, 0, 1, 2], [0, 1, 2, 3, 0, 1]], 1))
+    np.testing.assert_array_equal(tr.obs[:, :, 1], np.stack([np.zeros(6), np.ones(6)], 1))
+    np.testing.assert_array_equal(tr.next_obs[:, :, 0], np.stack([t0, t1], 1))  # pre-reset at the ends
+    np.testing.assert_array_equal(tr.terminated, np.stack([t0 == 3, np.zeros(6, bool)], 1))
+    np.testing.assert_array_equal(tr.truncated, np.stack([np.zeros(6, bool), t1 == 4], 1))
+    np.testing.assert_array_equal(tr.reward, np.stack([t0, t1], 1) + 0.5 * tr.action)
+    np.testing.assert_array_equal(tr.reset, np.stack([[1, 0, 0, 1, 0, 0], [1, 0, 0, 0, 1, 0]], 1).astype(bool))
+    np.testing.assert_array_equal(tr.episode_done, tr.terminated | tr.truncated)
+    ends = tr.episode_done
+    np.testing.assert_array_equal(tr.episode_length[ends], [3, 4, 3])  # time-major: (2,0) (3,1) (5,0)
+    # the carried state: the envs' current obs (env 0 just reset, env 1 at t=2)
+    np.testing.assert_array_equal(np.asarray(new_state.obs[0]), [[0, 0], [2, 1]])
+    np.testing.assert_array_equal(np.asarray(new_state.reset[0]), [True, False])
+
+
+def test_host_actor_values_the_truncation_from_the_final_obs_and_runs_gae(scripted_fragment):
+    c, state, _, tr = scripted_fragment
+    params = jax.tree.map(lambda x: x[0], state.learner.params)
+    value = np.asarray(c.policy.value_step(params, tr.next_obs, ()))
+    np.testing.assert_allclose(tr.bootstrap_value, value, rtol=1e-6)
+    np.testing.assert_allclose(tr.value, np.asarray(c.policy.value_step(params, tr.obs, ())), rtol=1e-6)
+    # NumPy reference GAE: discount 0 at terminations, lambda 0 at truncations (bootstrap V(final obs))
+    cfg = c.cfg.learner
+    discount, lam = (np.asarray(x) for x in gae_inputs(tr.reward, tr.terminated, tr.truncated, cfg.gamma,
+                                                       cfg.gae_lambda))
+    advantage, next_adv = np.zeros_like(tr.reward), np.zeros(2, np.float32)
+    for t in reversed(range(6)):
+        delta = tr.reward[t] + discount[t] * tr.bootstrap_value[t] - tr.value[t]
+        next_adv = delta + discount[t] * lam[t] * next_adv
+        advantage[t] = next_adv
+    np.testing.assert_allclose(tr.advantage, advantage, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tr.target, advantage + tr.value, rtol=1e-5, atol=1e-5)
+
+
+def _cfg(tmp_path, name, **overrides):
+    fields = dict(env=SCRIPTED, mode="async", num_envs=2, num_steps=8, total_timesteps=2 * 8 * 6, eval_episodes=2,
+                  iterations_per_call=2, eval_interval=2, checkpoint_interval=2, run_dir=str(tmp_path / name))
+    fields.update(overrides)
+    from jaxrl_async.config import LearnerConfig, NetworkConfig
+
+    return TrainConfig(**fields, network=NetworkConfig(hidden_sizes=(16,)),
+                       learner=LearnerConfig(update_epochs=1, num_minibatches=2))
+
+
+@pytest.mark.parametrize("lag", ["0", "1"])
+def test_same_seed_gives_identical_params(tmp_path, lag):
+    a = train(_cfg(tmp_path, "a", lag=lag), console=False)
+    b = train(_cfg(tmp_path, "b", lag=lag), console=False)
+    assert a.summary["params_digest"] == b.summary["params_digest"]
+    assert a.summary["policy_lag_max"] == int(lag)
+    for key in ("env_s", "inference_s", "transfer_s", "update_s", "samples_per_update"):
+        assert key in json.loads(open(os.path.join(a.run_dir, "metrics.jsonl")).readline())
+    assert a.summary["final_eval_episodes"] == 2
+    c = train(_cfg(tmp_path, "c", lag=lag, seed=1), console=False)
+    assert c.summary["params_digest"] != a.summary["params_digest"]
+
+
+def test_resume_continues_the_learner_and_counters_with_fresh_episodes(tmp_path):
+    cfg = _cfg(tmp_path, "r")
+    stopped = train(cfg, console=False, stop_after_updates=2)
+    assert not stopped.completed and stopped.summary["updates_done"] == 2
+    saved = ckpt.load(ckpt.latest_checkpoint(cfg.run_dir))
+    assert int(saved["counters"]["updates"]) == 2
+    resumed = train(cfg, console=False, resume=True)
+    assert resumed.completed and resumed.summary["num_updates"] == cfg.num_updates
+    lines = [json.loads(line) for line in open(os.path.join(cfg.run_dir, "metrics.jsonl"))]
+    assert [line["iteration"] for line in lines] == [2, 4, 6]
+    # the resumed run's first fragment starts new episodes: its first recorded step is a reset
+    # (episode statistics restart), so the run differs from one that never stopped
+    whole = train(_cfg(tmp_path, "w"), console=False)
+    assert whole.summary["params_digest"] != resumed.summary["params_digest"]
+
+
+@pytest.mark.parametrize("env, message", [
+    ("gymnasium:CartPol-v1", "did you mean 'gymnasium:CartPole-v1'"),
+    ("gymnasium:" + DICT_ID, "unsupported observation"),
+    ("envpool:Pong-v5", "pip install envpool"),
+])
+def test_clear_errors(env, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        build(TrainConfig(env=env, mode="async"))
+
+
+@pytest.mark.parametrize("overrides, field", [
+    (dict(mode="fused"), "mode='fused'"), (dict(mode="async", num_seeds=2), "num_seeds=2"),
+    (dict(mode="async", normalize_obs=True), "normalize_obs=True"),
+])
+def test_config_refuses_what_host_envs_cannot_do(overrides, field):
+    with pytest.raises(ValueError, match=field):
+        TrainConfig(env="gymnasium:CartPole-v1", **overrides)
+
+
+def test_cli_trains_a_host_env_with_no_other_flag_and_refuses_fused(tmp_path, capsys):
+    run_dir = str(tmp_path / "cli")
+    assert main(["train", "--env", SCRIPTED, "--num-envs", "2", "--num-steps", "8", "--total-timesteps", "32",
+                 "--eval-episodes", "2", "--hidden-sizes", "16", "--run-dir", run_dir]) == 0
+    summary = json.load(open(os.path.join(run_dir, "summary.json")))
+    assert summary["mode"] == "async" and summary["env_id"] == SCRIPTED
+    assert main(["train", "--env", SCRIPTED, "--mode", "fused"]) == 2
+    assert "use --mode async" in capsys.readouterr().err
