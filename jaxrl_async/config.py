@@ -208,7 +208,7 @@ class TrainConfig:
     actor_device: Literal["default", "cpu"] = "default"
     """Async mode: where the actor runs the policy: 'default' the learner's device; 'cpu' a host CPU device of its own (on a GPU machine the CPU acts while the GPU learns; on a CPU-only machine a core of its own)."""
     num_actors: int = 1
-    """Async mode: actor threads, each stepping an equal share of num_envs."""
+    """Async mode, host envs (gymnasium:<id>): actor threads, each stepping an equal share of num_envs (their fragments joined along the env axis)."""
     devices: int | Literal["all"] = "all"
     """Devices to spread seeds (or, with fewer seeds than devices, envs) over; the CLI makes each CPU core a device."""
     iterations_per_call: int | Literal["auto", "all"] = "auto"
@@ -284,6 +284,10 @@ class TrainConfig:
                f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
         if host_env_kind(self.env):
             self._check_host_env()
+        else:
+            _check(self.num_actors == 1, "num_actors", self.num_actors,
+                   "several actor threads step host envs (gymnasium:<id>); a gymnax env's rollout is one jitted "
+                   "program: use --num-actors 1")
         if self.algo in OFF_POLICY_ALGOS:
             self._check_off_policy()
             return

@@ -24,7 +24,8 @@ from learning_checks import CARTPOLE_SEEDS, assert_cartpole_solved  # tests/lear
 
 NUM_UPDATES = 22
 ITERATIONS_PER_CALL = 6  # log windows of 6, 6, 6, 4: an uneven last window too
-ASYNC_FIELDS = {"policy_lag", "learner_wait_s", "actor_wait_s", "rollout_s", "update_s",
+ASYNC_FIELDS = {"policy_lag", "learner_wait_s", "actor_wait_s", "rollout_s", "update_s", "env_s", "inference_s",
+                "transfer_s",
                 "updates_per_second", "samples_per_update"}
 TIMING_FIELDS = {"steps_per_second", "wall_s"} | ASYNC_FIELDS
 

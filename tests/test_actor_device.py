@@ -1,0 +1,51 @@
+"""`--actor-device cpu`: the actor on a CPU device of its own, the learner on another (two forced CPU
+devices, in a subprocess: JAX fixes its device count when it starts); and `--num-actors`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.training import train
+
+
+@pytest.fixture(scope="module")
+def two_device_results():
+    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "2"}
+    probe = os.path.join(os.path.dirname(__file__), "actor_device_probe.py")
+    out = subprocess.run([sys.executable, probe], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "gymnasium:CartPole-v1"])
+def test_lag_0_on_the_actors_own_device_gives_the_default_devices_params(two_device_results, env):
+    assert two_device_results["devices"] == 2
+    result = two_device_results[env]
+    # the same programs on another CPU device of the same machine: bit-identical
+    assert result["max_diff"] == 0.0 and result["same_digest"], result
+
+
+def test_actor_device_cpu_needs_a_device_the_learner_leaves_free(two_device_results):
+    assert "--devices 1" in two_device_results["error"]
+
+
+def _cfg(tmp_path, name, **overrides):
+    return TrainConfig(env="gymnasium:CartPole-v1", mode="async", num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4,
+                       eval_episodes=2, iterations_per_call=2, run_dir=str(tmp_path / name),
+                       network=NetworkConfig(hidden_sizes=(16,)),
+                       learner=LearnerConfig(update_epochs=1, num_minibatches=2), **overrides)
+
+
+@pytest.mark.parametrize("lag", ["0", "1"])
+def test_two_host_actors_are_deterministic(tmp_path, lag):
+    a = train(_cfg(tmp_path, "a", num_actors=2, lag=lag), console=False)
+    b = train(_cfg(tmp_path, "b", num_actors=2, lag=lag), console=False)
+    assert a.summary["params_digest"] == b.summary["params_digest"]
+    assert a.summary["env_steps"] == 4 * 8 * 4
