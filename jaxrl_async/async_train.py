@@ -34,17 +34,21 @@ TIMING_FIELDS = ("policy_lag", "learner_wait_s", "actor_wait_s", "rollout_s", "u
 PIPELINE_FILL = 2
 
 
-def compile_learner(c: Components, placement: Placement, state: TrainState, trajectory):
+def compile_learner(c: Components, placement: Placement, state: TrainState, trajectory, unpack=None):
     """AOT-compile the learner's update for `trajectory` (abstract, with the shardings the actor
     hands it over in) and this state's placement (the learner keeps its state's shardings from
     call to call); warmed up on a zero trajectory (the result dropped).
 
     `learn(learner, trajectory) -> (learner, metrics, update_finite, params_finite)`, the last
-    three per seed: only they come to the host."""
+    three per seed: only they come to the host. `unpack` (inside the jit) turns what the actor hands
+    over into the `Trajectory` (an actor on another device packs it into one array)."""
     num_seeds = c.cfg.num_seeds
     shardings = placement.shardings(state)
 
     def learn_fn(learner, trajectory):
+        if unpack is not None:
+            trajectory = unpack(trajectory)
+
         def learn_one(learner, trajectory):
             learner, update_metrics = c.algo.update(learner, trajectory)
             return (learner, metrics_lib.iteration_metrics(trajectory, update_metrics),
@@ -65,7 +69,7 @@ def compile_pipeline(c: Components, placement: Placement, state: TrainState, sta
     compiled for the trajectory as the actor lays it out; both warmed up."""
     actor = make_actor(c, placement, state, start)
     try:
-        return actor, compile_learner(c, placement, state, actor.trajectory)
+        return actor, compile_learner(c, placement, state, actor.trajectory, actor.unpack)
     except BaseException:
         actor.close()
         raise
