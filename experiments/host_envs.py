@@ -2,7 +2,7 @@
 
     python -m experiments.host_envs actor-device [--repeats 2] [--total-timesteps 200000]
     python -m experiments.host_envs cartpole     [--seeds 0 1 2 3 4] [--total-timesteps 500000]
-    python -m experiments.host_envs overlap      [--repeats 2] [--busy-us 100]
+    python -m experiments.host_envs overlap      [--repeats 2] [--busy-us 100] [--wait sleep|spin]
     python -m experiments.host_envs actors       [--repeats 2] [--num-envs 8]
 
 - `actor-device`: gymnax CartPole-v1, the reference config (4 envs x 128 steps, PPO defaults): fused
@@ -38,15 +38,20 @@ SUMMARY_KEYS = ("steps_per_second", "final_eval_return_mean", "overlap_efficienc
 TIMING_KEYS = ("env_s", "inference_s", "transfer_s", "update_s", "rollout_s", "learner_wait_s")
 
 
-def register_busy_cartpole(busy_us: float) -> None:
-    """gymnasium CartPole-v1 whose every step busy-waits `busy_us` microseconds (a costly simulator)."""
+def register_busy_cartpole(busy_us: float, wait: str) -> None:
+    """gymnasium CartPole-v1 whose every step costs `busy_us` more microseconds (a costly simulator):
+    'spin' busy-waits in Python (holding the GIL, as a pure-Python simulator would), 'sleep' sleeps
+    (releasing it, as a simulator in C++ or on another machine would)."""
     import gymnasium as gym
 
     class BusyWait(gym.Wrapper):
         def step(self, action):
-            end = time.perf_counter() + busy_us * 1e-6
-            while time.perf_counter() < end:
-                pass
+            if wait == "sleep":
+                time.sleep(busy_us * 1e-6)
+            else:
+                end = time.perf_counter() + busy_us * 1e-6
+                while time.perf_counter() < end:
+                    pass
             return self.env.step(action)
 
     if BUSY_ID not in gym.registry:
@@ -95,12 +100,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--total-timesteps", type=int, default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--busy-us", type=float, default=100.0)
+    parser.add_argument("--wait", choices=("spin", "sleep"), default="sleep")
     parser.add_argument("--num-envs", type=int, default=8)
+    parser.add_argument("--update-epochs", type=int, default=4, help="overlap/actors: PPO epochs (the update's cost)")
     parser.add_argument("--run-dir", default=None)
     args = parser.parse_args(argv)
     configure_cpu_runtime()  # every core a device: the actor's own core for --actor-device cpu
     configure_compilation_cache()
-    from jaxrl_async.config import TrainConfig
+    from jaxrl_async.config import LearnerConfig, TrainConfig
 
     out_dir = args.run_dir or os.path.join("runs", f"host_envs-{args.case}-{time.strftime('%Y%m%d-%H%M%S')}")
     os.makedirs(out_dir, exist_ok=True)
@@ -124,10 +131,11 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{label}: {s['steps_per_second']:,.0f} steps/s, final greedy return {s['final_eval_return_mean']:.1f}")
         _table(results, f"seed {args.seeds[0]}")
     else:
-        register_busy_cartpole(args.busy_us)
+        register_busy_cartpole(args.busy_us, args.wait)
         steps = args.total_timesteps or 40_960
         base = TrainConfig(env="gymnasium:" + BUSY_ID, mode="async", num_envs=args.num_envs if args.case == "actors"
-                           else 4, total_timesteps=steps, eval_episodes=4, **quiet)
+                           else 4, total_timesteps=steps, eval_episodes=4, **quiet,
+                           learner=LearnerConfig(update_epochs=args.update_epochs))
         if args.case == "overlap":
             configs = {"lag 0 (lock step)": dataclasses.replace(base, lag="0"),
                        "lag 1": dataclasses.replace(base, lag="1")}
