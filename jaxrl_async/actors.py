@@ -145,8 +145,8 @@ class HostActors:
         self.trajectory = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self._out),
                                        rollout.trajectory_shape(jax.tree.map(lambda x: x[0], params)))
         self.unpack = lambda trajectory: trajectory  # noqa: E731
-        for actor in self._actors:
-            actor.warm_up(params)
+        for i, actor in enumerate(self._actors):
+            actor.warm_up(params, state.rollout if self._n == 1 else self._split(state.rollout, i, state.rollout.key))
 
     def _split(self, state, i: int, key):
         b = state.reset.shape[1] // self._n

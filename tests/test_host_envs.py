@@ -63,7 +63,7 @@ def scripted_fragment():
     state = initial_states(c)
     device = jax.devices()[0]
     actor = c.rollout.actor([0, 1], device, jax.sharding.SingleDeviceSharding(device))
-    actor.warm_up(state.learner.params)
+    actor.warm_up(state.learner.params, state.rollout)
     new_state, trajectory = actor.collect(state.learner.params, state.rollout)
     actor.close()
     return c, state, new_state, jax.tree.map(lambda x: np.asarray(x[0]), trajectory)
