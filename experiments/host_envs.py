@@ -105,8 +105,6 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--update-epochs", type=int, default=4, help="overlap/actors: PPO epochs (the update's cost)")
     parser.add_argument("--run-dir", default=None)
     args = parser.parse_args(argv)
-    configure_cpu_runtime()  # every core a device: the actor's own core for --actor-device cpu
-    configure_compilation_cache()
     from jaxrl_async.config import LearnerConfig, TrainConfig
 
     out_dir = args.run_dir or os.path.join("runs", f"host_envs-{args.case}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -149,4 +147,6 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
+    configure_cpu_runtime()  # every core a device: the actor's own core for --actor-device cpu
+    configure_compilation_cache()
     main()

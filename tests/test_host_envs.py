@@ -172,3 +172,13 @@ def test_cli_trains_a_host_env_with_no_other_flag_and_refuses_fused(tmp_path, ca
     assert summary["mode"] == "async" and summary["env_id"] == SCRIPTED
     assert main(["train", "--env", SCRIPTED, "--mode", "fused"]) == 2
     assert "use --mode async" in capsys.readouterr().err
+
+
+def test_host_envs_experiment_smoke(tmp_path, capsys):
+    from experiments.host_envs import main as experiment
+
+    results = experiment(["overlap", "--repeats", "1", "--total-timesteps", "1024", "--busy-us", "1",
+                          "--update-epochs", "1", "--run-dir", str(tmp_path)])
+    assert set(results) == {"lag 0 (lock step)", "lag 1"}
+    assert "overlap efficiency" in capsys.readouterr().out
+    assert os.path.exists(tmp_path / "overlap.json")
