@@ -38,7 +38,9 @@ def evaluate_run(run_dir: str, *, checkpoint: str = "best", episodes: int = 32, 
     saved = ckpt.load(path)
     c = build(cfg)
     state, _ = restore_training_state(initial_states(c), saved, path)  # only the params are used
-    evaluate = jax.jit(over_seeds(lambda p, s, k: c.evaluate(p, s, k, greedy=greedy), cfg.num_seeds))
+    evaluate = over_seeds(lambda p, s, k: c.evaluate(p, s, k, greedy=greedy), cfg.num_seeds)
+    if not getattr(c.evaluate, "on_host", False):  # a host env's evaluator steps NumPy envs: not jittable
+        evaluate = jax.jit(evaluate)
     result = jax.device_get(evaluate(state.learner.params, state.rollout.obs_stats,
                                      seed_keys(seed, cfg.num_seeds)))
     stats = result.summary_per_seed("eval")

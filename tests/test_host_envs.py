@@ -170,6 +170,13 @@ def test_cli_trains_a_host_env_with_no_other_flag_and_refuses_fused(tmp_path, ca
                  "--eval-episodes", "2", "--hidden-sizes", "16", "--run-dir", run_dir]) == 0
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
     assert summary["mode"] == "async" and summary["env_id"] == SCRIPTED
+    # `jaxrl-async eval` on host envs: a scripted episode's return is 1+2+3 (terminated at t=3) or
+    # 1+2+3+4 (truncated at t=4) plus 0.5 per action 1: whatever the policy, between 6 and 12
+    capsys.readouterr()
+    assert main(["eval", run_dir, "--episodes", "3", "--checkpoint", "latest"]) == 0
+    out = capsys.readouterr().out
+    assert "(3 episodes)" in out
+    assert 6.0 <= float(out.split("mean return over seeds:")[1]) <= 12.0
     assert main(["train", "--env", SCRIPTED, "--mode", "fused"]) == 2
     assert "use --mode async" in capsys.readouterr().err
 
