@@ -189,3 +189,28 @@ def test_host_envs_experiment_smoke(tmp_path, capsys):
     assert set(results) == {"lag 0 (lock step)", "lag 1"}
     assert "overlap efficiency" in capsys.readouterr().out
     assert os.path.exists(tmp_path / "overlap.json")
+
+
+def test_ctrl_c_stops_a_host_env_run_at_a_sync_with_a_checkpoint(tmp_path, capsys):
+    import signal
+    import threading
+    import time
+
+    cfg = _cfg(tmp_path, "sigint", total_timesteps=2 * 8 * 400, eval_interval=0, checkpoint_interval=0)
+    metrics = os.path.join(cfg.run_dir, "metrics.jsonl")
+
+    def interrupt_once_logging():  # once the loop (and its SIGINT handler) runs
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if os.path.exists(metrics) and os.path.getsize(metrics) > 0:
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=interrupt_once_logging, daemon=True)
+    watcher.start()
+    result = train(cfg, console=False)
+    watcher.join()
+    assert "interrupt: finishing the current step" in capsys.readouterr().out
+    assert not result.completed and result.summary["updates_done"] < cfg.num_updates
+    assert ckpt.load(result.summary["checkpoint"])["counters"]["updates"] == result.summary["updates_done"]
