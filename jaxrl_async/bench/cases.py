@@ -202,6 +202,9 @@ def _e2e_variants(quick: bool) -> dict[str, TrainConfig]:
             variants[f"e2e/{label}/fused/seeds={num_seeds}"] = TrainConfig(**base, num_seeds=num_seeds)
         for lag in ("0", "1", "latest"):
             variants[f"e2e/{label}/async-lag{lag}/seeds=1"] = TrainConfig(**base, mode="async", lag=lag)
+        if len(jax.devices("cpu")) >= 2:  # the actor on a core of its own (`jaxrl-async bench` makes cores devices)
+            variants[f"e2e/{label}/async-lag1-actor-cpu/seeds=1"] = TrainConfig(
+                **base, mode="async", lag="1", actor_device="cpu", devices=1)
     return variants
 
 
