@@ -322,7 +322,7 @@ def _recurrent_policy(cfg: NetworkConfig, prepare, use_cnn, action_dim, heads, *
 
         # the scan runs along time: [N, L] sequences in, [L, N] through the scan, [N, L] out
         time_major = lambda x: jnp.swapaxes(x, 0, 1)
-        _, outputs = jax.lax.scan(body, carry, (time_major(obs), time_major(reset)))
+        _, outputs = jax.lax.scan(body, carry, jax.tree.map(time_major, (obs, reset)))
         return jax.tree.map(time_major, outputs)
 
     policy = Policy(init, initial_carry, step, value_step, unroll, replay_length=None, **shapes)

@@ -16,8 +16,8 @@ float32 vectors of shape (1,) (but see the Dict / Tuple ones); rewards float32 [
 | Probe-Truncation       | Discrete(1) | 10    | V = 1 / (1 - gamma) everywhere      |
 | Probe-ContinuousAction | Box[-2, 2]  | 1     | a* = 1, V = 0                       |
 | Probe-Memory           | Discrete(2) | k + 1 | recall the first obs: reward 1 (0.5 without memory) |
-| Probe-DictObs          | Discrete(2) | 1     | a = [s1 == s2], from both leaves of a Dict obs |
-| Probe-TupleObs         | Discrete(2) | 1     | the same with a Tuple obs               |
+| Probe-DictObs          | Discrete(3) | 1     | a = (s1 + s2) / 2 + 1, from both leaves of a Dict obs |
+| Probe-TupleObs         | Discrete(3) | 1     | the same with a Tuple obs               |
 | Probe-MultiDiscrete    | MultiDiscrete([2, 3]) | 1 | a = (1, 2) on [+1], (0, 0) on [-1] |
 
 Probe-Memory's observations have shape (2,): [cue, query]. Probe-DictObs's are
@@ -274,16 +274,18 @@ class PairState(ProbeState):
 class DictObsProbe(ProbeEnv):
     """Obs {"vector": [s1], "image": 3x3x1 filled with s2}, signs +-1 at random; one step.
 
-    Reward +1 for action 1 when s1 == s2, action 0 when they differ, else 0: the answer needs
-    BOTH leaves, so a network that ignores one (or one leaf's encoder that is not trained)
-    earns 0.5 on average. The image leaf goes through the CNN, the vector leaf the MLP.
+    Three actions; reward +1 for action (s1 + s2) / 2 + 1 (0: both -1, 1: they differ, 2: both
+    +1), else 0. The answer needs BOTH leaves: a network that ignores one earns 0.5 at best. It
+    is additive in the leaves, as the leaf encoders' features meet only in the linear heads of
+    a feedforward network (an XOR of the leaves would need a joint layer after them). The
+    image leaf goes through the CNN, the vector leaf through the MLP.
     """
 
     env_id = "Probe-DictObs"
 
     @property
     def num_actions(self) -> int:
-        return 2
+        return 3
 
     def observation_space(self, params=None):
         return spaces.Dict({"vector": spaces.Box(-1.0, 1.0, (1,), jnp.float32),
@@ -299,7 +301,7 @@ class DictObsProbe(ProbeEnv):
         return {"vector": jnp.reshape(state.sign, (1,)), "image": jnp.full((3, 3, 1), state.other_sign)}
 
     def reward(self, state, action, params):
-        correct_action = (state.sign == state.other_sign).astype(jnp.int32)
+        correct_action = ((state.sign + state.other_sign) / 2 + 1).astype(jnp.int32)
         return jnp.where(action == correct_action, 1.0, 0.0)
 
 
