@@ -186,7 +186,8 @@ def test_async_lag0_equals_fused_on_a_dict_observation(tiny_config):
     assert jax.tree.structure(lock_step.state.rollout.obs) == jax.tree.structure(fused.state.rollout.obs)
 
 
-@pytest.mark.parametrize("env_id", ["Probe-DictObs", "Probe-TupleObs", "Probe-MultiDiscrete"])
+@pytest.mark.parametrize("env_id", [pytest.param("Probe-DictObs", marks=pytest.mark.slow),  # ~25 s: the CNN leaf
+                                    "Probe-TupleObs", "Probe-MultiDiscrete"])
 def test_ppo_learns_the_nested_probes(tiny_config, env_id):
     """Every seed's greedy return is 1: the answer needs both leaves (Dict / Tuple), every
     sub-action (MultiDiscrete); ignoring a leaf caps it at 0.5, a wrong sub-action gives 0."""
