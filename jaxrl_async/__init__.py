@@ -19,6 +19,7 @@ _PUBLIC = {
     "train": "jaxrl_async.training",
     "sweep_hparams": "jaxrl_async.algorithms",
     "make_env": "jaxrl_async.envs",
+    "MultiDiscrete": "jaxrl_async.spaces",
     "registered_env_ids": "jaxrl_async.envs",
     "configure_cpu_runtime": "jaxrl_async.runtime",
     "configure_compilation_cache": "jaxrl_async.runtime",

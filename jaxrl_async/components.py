@@ -24,6 +24,7 @@ from jaxrl_async.host_rollout import HostEvaluator, HostRollout
 from jaxrl_async.networks import Policy, at_matmul_precision, make_policy, with_matmul_precision
 from jaxrl_async.q_policy import make_q_policy
 from jaxrl_async.rollout import Rollout, make_rollout
+from jaxrl_async.spaces import observation_shapes
 from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.speed import resolve as resolve_speed
 from jaxrl_async.types import Algorithm, TrainState
@@ -48,7 +49,7 @@ def build(cfg: TrainConfig, backend: str | None = None) -> Components:
     if host_env_kind(cfg.env):
         return _build_host(cfg, backend)
     env, env_params = make_env(cfg.env)
-    obs_shape = env.observation_space(env_params).shape
+    obs_shape = observation_shapes(env.observation_space(env_params))
     q_values = None
     if cfg.algo == "dqn":
         policy, q_values = make_q_policy(cfg.network, obs_shape, env.action_space(env_params))

@@ -1,12 +1,14 @@
-"""The action distributions the policies emit, as small pytrees: the actor-critic's two, and
+"""The action distributions the policies emit, as small pytrees: the actor-critic's three, and
 the Q-network's epsilon-greedy one.
 
 Each offers `sample(key)`, `log_prob(action)`, `entropy()` and `mode()` (the greedy
-action). Batch shapes follow the parameters: logits `[..., A]`, mean `[..., D]`.
+action). Batch shapes follow the parameters: logits `[..., A]`, mean `[..., D]`,
+multi-categorical logits `[..., sum(nvec)]`.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import jax
@@ -33,6 +35,35 @@ class Categorical:
 
     def mode(self) -> jax.Array:
         return jnp.argmax(self.logits, axis=-1)
+
+
+@struct.dataclass
+class MultiCategorical:
+    """Independent categoricals, one per sub-action (a MultiDiscrete action space).
+
+    The logits of all sub-actions lie side by side, `[..., sum(nvec)]`; an action is
+    `[..., len(nvec)]` int32. log-prob and entropy are the sums over the sub-actions.
+    """
+
+    logits: jax.Array  # [..., sum(nvec)]
+    nvec: tuple[int, ...] = struct.field(pytree_node=False)
+
+    def _parts(self) -> list[Categorical]:
+        bounds = list(itertools.accumulate(self.nvec))[:-1]
+        return [Categorical(logits=part) for part in jnp.split(self.logits, bounds, axis=-1)]
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        keys = jax.random.split(key, len(self.nvec))
+        return jnp.stack([part.sample(k) for part, k in zip(self._parts(), keys)], axis=-1)
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        return sum(part.log_prob(action[..., i]) for i, part in enumerate(self._parts()))
+
+    def entropy(self) -> jax.Array:
+        return sum(part.entropy() for part in self._parts())
+
+    def mode(self) -> jax.Array:
+        return jnp.stack([part.mode() for part in self._parts()], axis=-1)
 
 
 @struct.dataclass

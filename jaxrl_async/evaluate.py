@@ -21,6 +21,7 @@ from flax import struct
 
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.networks import Policy, reset_carry
+from jaxrl_async.spaces import as_observation
 
 
 @struct.dataclass
@@ -50,7 +51,7 @@ class _EvalLoop:
 
     Attributes:
       env_state: batched env state, leaves `[N, ...]`.
-      obs: `[N, *obs_shape]` the current (raw) observation.
+      obs: `[N, *obs_shape]` the current (raw) observation, float32 (a tree for a nested space).
       policy_carry: the policy's recurrent state, leaves `[N, ...]` (`()` if feedforward).
       key: PRNG key for actions and env steps.
       returns: float32 undiscounted return of each env's first episode so far.
@@ -94,6 +95,7 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
     def evaluate(params: Any, obs_stats: RunningMeanStd, key: jax.Array, greedy: bool = True) -> EvalResult:
         key, reset_key = jax.random.split(key)
         obs, env_state = reset_env(jax.random.split(reset_key, num_episodes), env_params)
+        obs = as_observation(policy.obs_shape, obs)
         zeros = jnp.zeros((num_episodes,), jnp.float32)
         loop = _EvalLoop(env_state=env_state, obs=obs, policy_carry=policy.initial_carry((num_episodes,)),
                          key=key, returns=zeros, lengths=jnp.zeros((num_episodes,), jnp.int32),
@@ -105,7 +107,7 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
 
         def body(loop: _EvalLoop) -> _EvalLoop:
             key, act_key, step_key = jax.random.split(loop.key, 3)
-            obs_in = loop.obs.astype(jnp.float32)
+            obs_in = as_observation(policy.obs_shape, loop.obs)
             if normalize_obs:
                 obs_in = obs_stats.normalize(obs_in)
             dist, _, policy_carry = policy.step(params, obs_in, reset_carry(policy, loop.policy_carry, loop.reset))
@@ -115,7 +117,7 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
             # envs auto-reset: only the first episode of each env counts; an unrolled trip's
             # steps past the limit count for nothing
             live = ~loop.done & (loop.t < max_steps)
-            return loop.replace(env_state=env_state, obs=obs, policy_carry=policy_carry, key=key,
+            return loop.replace(env_state=env_state, obs=as_observation(policy.obs_shape, obs), policy_carry=policy_carry, key=key,
                                 returns=loop.returns + jnp.where(live, reward.astype(jnp.float32), 0.0),
                                 lengths=loop.lengths + live.astype(jnp.int32),
                                 done=loop.done | ((terminated | truncated) & live),

@@ -26,6 +26,7 @@ from gymnax.environments import spaces
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.distributions import EpsilonGreedy
 from jaxrl_async.networks import CNNTorso, MLPTorso, Policy
+from jaxrl_async.spaces import is_nested
 
 
 @struct.dataclass
@@ -58,6 +59,9 @@ def make_q_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) ->
     if cfg.core != "none":
         raise ValueError(f"core={cfg.core!r} is not supported with algo='dqn' (the replay holds single "
                          "transitions, not sequences): use --core none")
+    if is_nested(obs_shape):
+        raise ValueError(f"algo='dqn' needs a single-array observation, got a Dict / Tuple observation of shapes "
+                         f"{obs_shape}: use --algo ppo (or a2c, reinforce, impala), which encode each leaf")
     obs_shape = tuple(int(d) for d in obs_shape)
     is_image = len(obs_shape) == 3
     use_cnn = cfg.torso == "cnn" or (cfg.torso == "auto" and is_image)

@@ -4,6 +4,9 @@
     state = rollout.init(key)
     state, trajectory = jax.jit(rollout.collect)(params, state)
 
+Observations may be pytrees (a Dict / Tuple observation space): the state's and the
+trajectory's observations then have the space's structure, leaves `[B, ...]` / `[T, B, ...]`.
+
 The same `collect` serves the fused trainer (inside its scan over iterations) and
 the async pipeline's actor thread (jitted on its own).
 """
@@ -19,6 +22,7 @@ import jax.numpy as jnp
 from jaxrl_async.advantages import batched_gae, gae_inputs
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.networks import Policy, reset_carry
+from jaxrl_async.spaces import as_observation, map_shapes
 from jaxrl_async.types import RolloutState, Trajectory
 
 
@@ -39,7 +43,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
       num_envs, num_steps: B and T.
       gamma, gae_lambda: discount and GAE lambda for the advantages.
       normalize_obs: keep running observation statistics in the state and feed
-        the policy normalised observations.
+        the policy normalised observations (every leaf of a nested observation on its own).
       unroll: `lax.scan` unroll factor (speed only).
       gae_scan: GAE's recursion, "sequential" or "associative" (`advantages.gae`; speed only).
     """
@@ -50,7 +54,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
     def init(key: jax.Array) -> RolloutState:
         key, reset_key = jax.random.split(key)
         obs, env_state = reset_env(jax.random.split(reset_key, num_envs), env_params)
-        obs = obs.astype(jnp.float32)
+        obs = as_observation(obs_shape, obs)
         stats = RunningMeanStd.create(obs_shape)
         if normalize_obs:
             stats = stats.update(obs)
@@ -70,11 +74,11 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         log_prob = dist.log_prob(action)
         next_obs, env_state, reward, terminated, truncated, info = step_env(
             step_keys, state.env_state, action, env_params)
-        next_obs = next_obs.astype(jnp.float32)
+        next_obs = as_observation(obs_shape, next_obs)
         stats = state.obs_stats.update(next_obs) if normalize_obs else state.obs_stats
         # record the pre-reset observation: at a truncation the bootstrap is V(final obs);
         # it is valued after the scan in one batched critic call
-        final_obs = observe(stats, info["final_observation"].astype(jnp.float32))
+        final_obs = observe(stats, as_observation(obs_shape, info["final_observation"]))
         record = dict(
             obs=obs, action=action, log_prob=log_prob, value=value,
             reward=reward.astype(jnp.float32), terminated=terminated, truncated=truncated,
@@ -87,7 +91,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         return state, record
 
     def collect(params, state: RolloutState) -> tuple[RolloutState, Trajectory]:
-        chex.assert_shape(state.obs, (num_envs, *obs_shape))
+        map_shapes(lambda shape, obs: chex.assert_shape(obs, (num_envs, *shape)), obs_shape, state.obs)
         initial_carry = state.carry
         state, rec = jax.lax.scan(lambda s, x: step(params, s, x), state, None,
                                   length=num_steps, unroll=unroll)

@@ -20,7 +20,8 @@ class RolloutState:
 
     Attributes:
       env_state: batched env state, leaves `[B, ...]`.
-      obs: `[B, *obs_shape]` float32, the raw (unnormalised) current observation.
+      obs: `[B, *obs_shape]` float32, the raw (unnormalised) current observation; for a
+        Dict / Tuple observation space a dict / tuple of such leaves (so every `obs` below).
       obs_stats: running observation statistics (unused when normalisation is off).
       key: PRNG key for actions and env steps.
       carry: the policy's recurrent state, leaves `[B, ...]` (an empty tuple if feedforward).
@@ -40,8 +41,10 @@ class Trajectory:
     """One rollout, time-major, with its advantages.
 
     Attributes:
-      obs: `[T, B, *obs_shape]` observation the policy acted on (normalised if enabled).
-      action: `[T, B, *action_shape]` the sampled (unclipped) action.
+      obs: `[T, B, *obs_shape]` observation the policy acted on (normalised if enabled); a
+        dict / tuple of such leaves for a nested observation space.
+      action: `[T, B, *action_shape]` the sampled (unclipped) action (`[T, B, len(nvec)]` int32
+        for a MultiDiscrete space).
       log_prob: `[T, B]` behaviour log-probability of `action`.
       value: `[T, B]` V(obs_t) under the behaviour params (`v_tm1`).
       reward: `[T, B]` reward after acting at t.

@@ -21,6 +21,7 @@ from jaxrl_async.envs import (
     registered_env_ids,
 )
 from jaxrl_async.envs import registry
+from jaxrl_async.spaces import MultiDiscrete, map_shapes, observation_shapes
 
 NUM_ENVS = 3
 
@@ -71,16 +72,20 @@ def test_make_env_jit_vmap_reset_step(env_id):
     action_space = env.action_space(params)
     continuous = isinstance(action_space, spaces.Box)
     assert isinstance(env._env, ClipAction) == continuous
-    assert continuous or isinstance(action_space, spaces.Discrete)
+    assert continuous or isinstance(action_space, (spaces.Discrete, MultiDiscrete))
     assert env.name == env.unwrapped.name
 
-    obs_shape = env.observation_space(params).shape
+    obs_shapes = observation_shapes(env.observation_space(params))  # a shape, or a dict / tuple of them
+
+    def assert_obs(obs):
+        map_shapes(lambda shape, leaf: chex.assert_shape(leaf, (NUM_ENVS, *shape)), obs_shapes, obs)
+        chex.assert_type(jax.tree.leaves(obs), jnp.float32)
+
     obs, state = jax.jit(_batched_reset, static_argnums=(0, 3))(
         env, params, jax.random.PRNGKey(0), NUM_ENVS
     )
     assert isinstance(state, EpisodeStatsState)
-    chex.assert_shape(obs, (NUM_ENVS, *obs_shape))
-    chex.assert_type(obs, jnp.float32)
+    assert_obs(obs)
 
     actions = jax.vmap(action_space.sample)(jax.random.split(jax.random.PRNGKey(1), NUM_ENVS))
     batched_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
@@ -102,11 +107,10 @@ def test_make_env_jit_vmap_reset_step(env_id):
     assert len(traces) == 1
     # identical state types from reset and step: a lax.scan carry stays stable
     assert jax.tree.map(lambda x: (x.shape, x.dtype, x.weak_type), state) == reset_state_types
-    chex.assert_shape(obs, (NUM_ENVS, *obs_shape))
-    chex.assert_type(obs, jnp.float32)
+    assert_obs(obs)
     chex.assert_shape([reward, terminated, truncated], (NUM_ENVS,))
     chex.assert_type([reward, terminated, truncated], [jnp.float32, bool, bool])
-    chex.assert_shape(info["final_observation"], (NUM_ENVS, *obs_shape))
+    assert_obs(info["final_observation"])
     chex.assert_type(
         [info["episode_return"], info["episode_length"], info["episode_done"]],
         [jnp.float32, jnp.int32, bool],

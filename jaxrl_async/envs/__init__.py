@@ -1,12 +1,16 @@
 """Environments: `make_env` over gymnax, probe and partially observable ids; wrappers; obs normalisation."""
 
 from jaxrl_async.envs.normalize import RunningMeanStd
+from jaxrl_async.spaces import MultiDiscrete, from_gymnasium
 from jaxrl_async.envs.partially_observable import PARTIALLY_OBSERVABLE_ENVS
 from jaxrl_async.envs.probes import (
     PROBE_ENVS,
     ActionRewardProbe,
     ConstantRewardProbe,
     ContinuousActionProbe,
+    DictObsProbe,
+    MultiDiscreteProbe,
+    TupleObsProbe,
     ObsActionRewardProbe,
     ObsRewardProbe,
     ProbeEnv,
@@ -32,8 +36,12 @@ __all__ = [
     "ClipAction",
     "ConstantRewardProbe",
     "ContinuousActionProbe",
+    "DictObsProbe",
+    "MultiDiscreteProbe",
+    "TupleObsProbe",
     "EpisodeStatistics",
     "EpisodeStatsState",
+    "MultiDiscrete",
     "ObsActionRewardProbe",
     "ObsRewardProbe",
     "ObservationSubset",
@@ -46,6 +54,7 @@ __all__ = [
     "TwoStepProbe",
     "Wrapper",
     "builtin_env_ids",
+    "from_gymnasium",
     "make_env",
     "register_env",
     "registered_env_ids",

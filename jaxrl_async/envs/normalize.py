@@ -8,20 +8,34 @@ rollout calls `stats.update(obs_batch)` with each batch of observations and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import chex
 import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl_async.spaces import map_shapes
+
+
+class _Merged:
+    """One leaf's merged statistics: a plain object, so a tree of them keeps the leaves' structure."""
+
+    def __init__(self, mean: jax.Array, var: jax.Array):
+        self.mean, self.var = mean, var
+
 
 @struct.dataclass
 class RunningMeanStd:
     """Running per-feature mean and variance (population, ddof=0).
 
+    For a nested observation (a dict / tuple of leaves) `mean` and `var` are trees of the
+    same structure: every leaf, images included, is normalised on its own features, and
+    one count serves all (every observation has every leaf).
+
     Attributes:
-      mean: [*obs_shape] float32.
-      var: [*obs_shape] float32.
+      mean: [*obs_shape] float32 (or a tree of them).
+      var: [*obs_shape] float32 (or a tree of them).
       count: [] float32, number of observations merged so far.
     """
 
@@ -30,12 +44,12 @@ class RunningMeanStd:
     count: jax.Array
 
     @classmethod
-    def create(cls, obs_shape: Sequence[int]) -> "RunningMeanStd":
-        """Empty statistics; `normalize` is the identity until the first update."""
-        obs_shape = tuple(obs_shape)
+    def create(cls, obs_shape: Sequence[int] | Any) -> "RunningMeanStd":
+        """Empty statistics; `normalize` is the identity until the first update. `obs_shape`:
+        a shape, or a dict / tuple of shapes (`spaces.observation_shapes`)."""
         return cls(
-            mean=jnp.zeros(obs_shape, jnp.float32),
-            var=jnp.ones(obs_shape, jnp.float32),
+            mean=map_shapes(lambda s: jnp.zeros(s, jnp.float32), obs_shape),
+            var=map_shapes(lambda s: jnp.ones(s, jnp.float32), obs_shape),
             # count 0: the first update replaces mean/var with the batch's exactly
             count=jnp.zeros((), jnp.float32),
         )
@@ -49,26 +63,28 @@ class RunningMeanStd:
             M2    = M2_a + M2_b + delta^2 * n_a * n_b / n,  var = M2 / n
 
         Args:
-          batch_obs: [N, *obs_shape], batch along axis 0 (N >= 1). Flatten
-            [T, B, ...] to [T * B, ...] first.
+          batch_obs: [N, *obs_shape], batch along axis 0 (N >= 1), or a tree of such
+            leaves. Flatten [T, B, ...] to [T * B, ...] first.
         """
-        chex.assert_shape(batch_obs, (None, *self.mean.shape))
-        batch_obs = jnp.asarray(batch_obs, jnp.float32)
-        batch_count = jnp.asarray(batch_obs.shape[0], jnp.float32)
-        batch_mean = jnp.mean(batch_obs, axis=0)
-        batch_var = jnp.var(batch_obs, axis=0)
-
+        batch_count = jnp.asarray(jax.tree.leaves(batch_obs)[0].shape[0], jnp.float32)
         total = self.count + batch_count
-        delta = batch_mean - self.mean
-        mean = self.mean + delta * (batch_count / total)
-        m2 = (
-            self.var * self.count
-            + batch_var * batch_count
-            + jnp.square(delta) * (self.count * batch_count / total)
-        )
-        return self.replace(mean=mean, var=m2 / total, count=total)
+
+        def merge(mean, var, batch_obs):
+            chex.assert_shape(batch_obs, (None, *mean.shape))
+            batch_obs = jnp.asarray(batch_obs, jnp.float32)
+            batch_mean = jnp.mean(batch_obs, axis=0)
+            batch_var = jnp.var(batch_obs, axis=0)
+            delta = batch_mean - mean
+            m2 = var * self.count + batch_var * batch_count + jnp.square(delta) * (self.count * batch_count / total)
+            return _Merged(mean + delta * (batch_count / total), m2 / total)
+
+        merged = jax.tree.map(merge, self.mean, self.var, batch_obs)
+        return self.replace(mean=jax.tree.map(lambda m: m.mean, merged),
+                            var=jax.tree.map(lambda m: m.var, merged), count=total)
 
     def normalize(self, obs: jax.Array, clip: float = 10.0) -> jax.Array:
-        """clip((obs - mean) / sqrt(var + 1e-8), -clip, clip); obs: [..., *obs_shape]."""
-        obs = jnp.asarray(obs, jnp.float32)
-        return jnp.clip((obs - self.mean) / jnp.sqrt(self.var + 1e-8), -clip, clip)
+        """clip((obs - mean) / sqrt(var + 1e-8), -clip, clip); obs: [..., *obs_shape] (or a tree)."""
+        def normalize(mean, var, obs):
+            obs = jnp.asarray(obs, jnp.float32)
+            return jnp.clip((obs - mean) / jnp.sqrt(var + 1e-8), -clip, clip)
+        return jax.tree.map(normalize, self.mean, self.var, obs)

@@ -4,7 +4,7 @@ Each isolates one part of a trainer (value fitting, observation use, credit
 assignment over time, policy gradient, truncation bootstrapping, Gaussian
 heads), so a learning bug shows up as a wrong number in seconds. All are real
 gymnax `Environment`s: functional, jittable, vmappable; observations are
-float32 vectors of shape (1,); rewards float32 []; terminated bool [].
+float32 vectors of shape (1,) (but see the Dict / Tuple ones); rewards float32 []; terminated bool [].
 
 | id                     | actions     | steps | correct answer                      |
 |------------------------|-------------|-------|-------------------------------------|
@@ -16,8 +16,12 @@ float32 vectors of shape (1,); rewards float32 []; terminated bool [].
 | Probe-Truncation       | Discrete(1) | 10    | V = 1 / (1 - gamma) everywhere      |
 | Probe-ContinuousAction | Box[-2, 2]  | 1     | a* = 1, V = 0                       |
 | Probe-Memory           | Discrete(2) | k + 1 | recall the first obs: reward 1 (0.5 without memory) |
+| Probe-DictObs          | Discrete(3) | 1     | a = (s1 + s2) / 2 + 1, from both leaves of a Dict obs |
+| Probe-TupleObs         | Discrete(3) | 1     | the same with a Tuple obs               |
+| Probe-MultiDiscrete    | MultiDiscrete([2, 3]) | 1 | a = (1, 2) on [+1], (0, 0) on [-1] |
 
-Probe-Memory's observations have shape (2,): [cue, query].
+Probe-Memory's observations have shape (2,): [cue, query]. Probe-DictObs's are
+{"vector": [s1], "image": [3, 3, 1]}, Probe-TupleObs's ([s1], [s2, -s2]).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
+
+from jaxrl_async.spaces import MultiDiscrete
 
 
 @struct.dataclass
@@ -258,6 +264,80 @@ class MemoryProbe(ProbeEnv):
         return state.time >= MEMORY_DELAY + 1
 
 
+@struct.dataclass
+class PairState(ProbeState):
+    """A probe state with a second sign, shown in a second observation leaf."""
+
+    other_sign: jax.Array
+
+
+class DictObsProbe(ProbeEnv):
+    """Obs {"vector": [s1], "image": 3x3x1 filled with s2}, signs +-1 at random; one step.
+
+    Three actions; reward +1 for action (s1 + s2) / 2 + 1 (0: both -1, 1: they differ, 2: both
+    +1), else 0. The answer needs BOTH leaves: a network that ignores one earns 0.5 at best. It
+    is additive in the leaves, as the leaf encoders' features meet only in the linear heads of
+    a feedforward network (an XOR of the leaves would need a joint layer after them). The
+    image leaf goes through the CNN, the vector leaf through the MLP.
+    """
+
+    env_id = "Probe-DictObs"
+
+    @property
+    def num_actions(self) -> int:
+        return 3
+
+    def observation_space(self, params=None):
+        return spaces.Dict({"vector": spaces.Box(-1.0, 1.0, (1,), jnp.float32),
+                            "image": spaces.Box(-1.0, 1.0, (3, 3, 1), jnp.float32)})
+
+    def reset_env(self, key, params):
+        first, second = jax.random.bernoulli(key, shape=(2,))
+        sign = lambda b: jnp.where(b, 1.0, -1.0).astype(jnp.float32)
+        state = PairState(time=jnp.zeros((), jnp.int32), sign=sign(first), other_sign=sign(second))
+        return self.get_obs(state, params), state
+
+    def get_obs(self, state, params=None, key=None):
+        return {"vector": jnp.reshape(state.sign, (1,)), "image": jnp.full((3, 3, 1), state.other_sign)}
+
+    def reward(self, state, action, params):
+        correct_action = ((state.sign + state.other_sign) / 2 + 1).astype(jnp.int32)
+        return jnp.where(action == correct_action, 1.0, 0.0)
+
+
+class TupleObsProbe(DictObsProbe):
+    """Probe-DictObs with a Tuple observation of two vector leaves: ([s1], [s2, -s2])."""
+
+    env_id = "Probe-TupleObs"
+
+    def observation_space(self, params=None):
+        return spaces.Tuple((spaces.Box(-1.0, 1.0, (1,), jnp.float32), spaces.Box(-1.0, 1.0, (2,), jnp.float32)))
+
+    def get_obs(self, state, params=None, key=None):
+        return (jnp.reshape(state.sign, (1,)), jnp.stack([state.other_sign, -state.other_sign]))
+
+
+class MultiDiscreteProbe(ProbeEnv):
+    """Obs [+1] or [-1], a MultiDiscrete([2, 3]) action, one step.
+
+    Reward +1 only when every sub-action is right: (1, 2) on [+1], (0, 0) on [-1]; else 0 (a
+    uniform policy earns 1/6, one that gets one sub-action right still 0).
+    """
+
+    env_id = "Probe-MultiDiscrete"
+
+    def action_space(self, params=None):
+        return MultiDiscrete([2, 3])
+
+    def get_obs(self, state, params=None, key=None):
+        return jnp.reshape(state.sign, (1,))
+
+    def reward(self, state, action, params):
+        positive = state.sign > 0
+        correct = jnp.stack([jnp.where(positive, 1, 0), jnp.where(positive, 2, 0)])
+        return jnp.where(jnp.all(action == correct), 1.0, 0.0)
+
+
 PROBE_ENVS: dict[str, type[ProbeEnv]] = {
     cls.env_id: cls
     for cls in (
@@ -269,5 +349,8 @@ PROBE_ENVS: dict[str, type[ProbeEnv]] = {
         TruncationProbe,
         ContinuousActionProbe,
         MemoryProbe,
+        DictObsProbe,
+        TupleObsProbe,
+        MultiDiscreteProbe,
     )
 }
