@@ -24,6 +24,7 @@ from jaxrl_async.host_rollout import HostEvaluator, HostRollout
 from jaxrl_async.networks import Policy, at_matmul_precision, make_policy, with_matmul_precision
 from jaxrl_async.q_policy import make_q_policy
 from jaxrl_async.rollout import Rollout, make_rollout
+from jaxrl_async.sac_policy import make_sac_policy
 from jaxrl_async.spaces import observation_shapes
 from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.speed import resolve as resolve_speed
@@ -50,10 +51,14 @@ def build(cfg: TrainConfig, backend: str | None = None) -> Components:
         return _build_host(cfg, backend)
     env, env_params = make_env(cfg.env)
     obs_shape = observation_shapes(env.observation_space(env_params))
-    q_values = None
+    q_values = sac_nets = None
     if cfg.algo == "dqn":
         policy, q_values = make_q_policy(cfg.network, obs_shape, env.action_space(env_params))
         q_values = at_matmul_precision(q_values, cfg.matmul_precision)
+    elif cfg.algo == "sac":
+        policy, sac_nets = make_sac_policy(cfg.network, obs_shape, env.action_space(env_params))
+        sac_nets = sac_nets._replace(actor=at_matmul_precision(sac_nets.actor, cfg.matmul_precision),
+                                     critic=at_matmul_precision(sac_nets.critic, cfg.matmul_precision))
     else:
         policy = make_policy(cfg.network, obs_shape, env.action_space(env_params))
     policy = with_matmul_precision(policy, cfg.matmul_precision)
@@ -61,7 +66,7 @@ def build(cfg: TrainConfig, backend: str | None = None) -> Components:
     rollout = make_rollout(env, env_params, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps,
                            gamma=cfg.learner.gamma, gae_lambda=cfg.learner.gae_lambda,
                            normalize_obs=cfg.normalize_obs, unroll=speed.scan_unroll, gae_scan=speed.gae_scan)
-    algo = make_algorithm(cfg, policy, q_values, unroll=speed.update_unroll)
+    algo = make_algorithm(cfg, policy, q_values, unroll=speed.update_unroll, sac_nets=sac_nets)
     evaluate = make_evaluator(env, env_params, policy, num_episodes=cfg.eval_episodes,
                               normalize_obs=cfg.normalize_obs, unroll=speed.eval_unroll)
     return Components(cfg, env, env_params, policy, rollout, algo, evaluate, speed)

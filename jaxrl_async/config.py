@@ -119,18 +119,20 @@ class LearnerConfig:
 @dataclasses.dataclass(frozen=True)
 class DQNConfig:
     """DQN (--algo dqn): the replay buffer, the target network and the exploration schedule.
-    The learning rate, its annealing, gamma and max_grad_norm are the learner flags."""
+    The learning rate, its annealing, gamma and max_grad_norm are the learner flags. The replay
+    flags (replay_capacity, learning_starts, replay_ratio, replay_batch_size, n_step,
+    checkpoint_replay) are SAC's too: one buffer, one set of flags, for both off-policy learners."""
 
     replay_capacity: int = 100_000
-    """DQN: transitions the replay buffer holds per seed (rounded down to whole rows of num_envs)."""
+    """DQN, SAC: transitions the replay buffer holds per seed (rounded down to whole rows of num_envs)."""
     learning_starts: int = 10_000
-    """DQN: transitions in the buffer before the first gradient step (a resume without the buffer waits again)."""
+    """DQN, SAC: transitions in the buffer before the first gradient step (a resume without the buffer waits again)."""
     replay_ratio: int = 1
-    """DQN: gradient steps per iteration, i.e. per num_envs*num_steps env steps added to the buffer."""
+    """DQN, SAC: gradient steps per iteration, i.e. per num_envs*num_steps env steps added to the buffer."""
     replay_batch_size: int = 128
-    """DQN: transitions sampled (uniformly) per gradient step."""
+    """DQN, SAC: transitions sampled (uniformly) per gradient step."""
     n_step: int = 1
-    """DQN: steps in the return before bootstrapping (cut at terminations and time limits)."""
+    """DQN, SAC: steps in the return before bootstrapping (cut at terminations and time limits)."""
     huber_delta: float = 10.0
     """DQN: the Huber loss's quadratic range (1.0 is the Nature DQN's error clipping, made for clipped rewards; with CartPole's unclipped returns it let Q diverge)."""
     double_q: bool = True
@@ -146,7 +148,7 @@ class DQNConfig:
     epsilon_decay_fraction: float = 0.5
     """DQN: fraction of total_timesteps over which epsilon decays linearly to epsilon_end."""
     checkpoint_replay: bool = False
-    """DQN: save the replay buffer in checkpoints (a resume is then bit-identical; without it the buffer refills)."""
+    """DQN, SAC: save the replay buffer in checkpoints (a resume is then bit-identical; without it the buffer refills)."""
 
     def __post_init__(self):
         _check(self.replay_capacity >= 1, "replay_capacity", self.replay_capacity, "must be >= 1")
@@ -165,7 +167,32 @@ class DQNConfig:
                "must be in (0, 1]")
 
 
-OFF_POLICY_ALGOS = ("dqn",)
+@dataclasses.dataclass(frozen=True)
+class SACConfig:
+    """SAC (--algo sac): the target critics and the temperature. The replay flags are DQN's
+    (replay_capacity, learning_starts, replay_ratio, ...); the learning rate (of the actor, the
+    critics and the temperature alike), gamma and max_grad_norm are the learner flags."""
+
+    tau: float = 0.005
+    """SAC: the target critics' Polyak step after every gradient step, target <- tau*critic + (1-tau)*target."""
+    target_entropy: float | Literal["auto"] = "auto"
+    """SAC: the entropy (nats, of the action squashed into [-1, 1]) the learned temperature aims for; 'auto': -(action dimensions)."""
+    init_temperature: float = 1.0
+    """SAC: the temperature (entropy weight) at the start."""
+    learn_temperature: bool = True
+    """SAC: learn the temperature towards target_entropy (else it stays at init_temperature)."""
+
+    def __post_init__(self):
+        _check(0.0 < self.tau <= 1.0, "tau", self.tau,
+               "must be in (0, 1]: the target critics move that part of the way each gradient step")
+        _check(self.target_entropy == "auto" or (isinstance(self.target_entropy, (int, float))
+                                                 and math.isfinite(self.target_entropy)),
+               "target_entropy", self.target_entropy, "use a finite number of nats or 'auto' (-|A|)")
+        _check(math.isfinite(self.init_temperature) and self.init_temperature > 0, "init_temperature",
+               self.init_temperature, "must be a finite number > 0")
+
+
+OFF_POLICY_ALGOS = ("dqn", "sac")
 
 # What a resumed run must keep: these fields shape the checkpointed state or give it its meaning.
 RESUME_FIXED_FIELDS = ("env", "algo", "num_envs", "num_steps", "num_seeds", "seed", "normalize_obs",
@@ -187,8 +214,8 @@ class TrainConfig:
     """Environment id (any gymnax id, or a Probe-* id; `jaxrl-async envs` lists them), or a host env: gymnasium:<id> for any registered gymnasium 1.x id (trained in the async mode, one seed; host env states are not checkpointed, so a resumed run restarts its episodes)."""
     preset: str = "none"
     """Preset the settings start from: 'auto' (the CLI's default: the env's own preset, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/presets.py). Recorded in config.json."""
-    algo: Literal["ppo", "a2c", "reinforce", "impala", "dqn"] = "ppo"
-    """Learning algorithm; all share the rollout and the learner hyperparameters below (dqn: also its own, --replay-capacity ...)."""
+    algo: Literal["ppo", "a2c", "reinforce", "impala", "dqn", "sac"] = "ppo"
+    """Learning algorithm; all share the rollout and the learner hyperparameters below (dqn and sac: also the replay flags, --replay-capacity ..., and their own; sac needs Box actions)."""
     total_timesteps: int = 500_000
     """Environment steps per seed."""
     num_envs: int = 4
@@ -244,6 +271,7 @@ class TrainConfig:
     network: NetworkConfig = NetworkConfig()
     learner: LearnerConfig = LearnerConfig()
     dqn: DQNConfig = DQNConfig()
+    sac: SACConfig = SACConfig()
 
     def __post_init__(self):
         _check(self.total_timesteps >= 1, "total_timesteps", self.total_timesteps, "must be >= 1")
@@ -365,4 +393,5 @@ class TrainConfig:
         # runs saved before the rename of `ppo` to `learner` hold the same fields under "ppo"
         learner = LearnerConfig(**data.pop("learner", data.pop("ppo", {})))
         dqn = DQNConfig(**data.pop("dqn", {}))
-        return cls(**data, network=network, learner=learner, dqn=dqn)
+        sac = SACConfig(**data.pop("sac", {}))
+        return cls(**data, network=network, learner=learner, dqn=dqn, sac=sac)

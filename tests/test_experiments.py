@@ -21,7 +21,8 @@ if ROOT not in sys.path:
 from experiments.common import COMPARISON_FILE, CURVE_FILE, bootstrap_ci, curve_from_metrics  # noqa: E402
 
 # script -> rollouts in the smoke run (one host sync each: one point of the curve)
-ROLLOUTS = {"ppo_cartpole": 2, "ppo_acrobot": 2, "ppo_pendulum": 2, "ppo_breakout_minatar": 2, "dqn_cartpole": 2}
+ROLLOUTS = {"ppo_cartpole": 2, "ppo_acrobot": 2, "ppo_pendulum": 2, "ppo_breakout_minatar": 2, "dqn_cartpole": 2,
+            "sac_pendulum": 2}
 
 
 @pytest.mark.parametrize("script", sorted(ROLLOUTS))

@@ -1,0 +1,216 @@
+"""Soft Actor-Critic (Haarnoja et al. 2018, "SAC and applications": twin critics, target
+critics, learned temperature) for Box actions, as an `Algorithm(init, update)`.
+
+One `update` takes the rollout's `[T, B]` fragment (acted by the squashed-Gaussian actor,
+`sac_policy.py`, or uniformly at random before learning starts), adds it to the replay
+buffer it carries (`replay.py`, DQN's), and — once the buffer holds `learning_starts`
+transitions — takes `replay_ratio` gradient steps, each on a uniformly sampled minibatch:
+
+    a', log pi(a'|s')  ~ actor(s')                                   (s': the bootstrap obs)
+    y        = R^(m) + discount * (min_i Q_target_i(s', a') - alpha log pi(a'|s'))
+    critic   = 1/2 sum_i mean (Q_i(s, a) - stop_gradient(y))^2        -> critic step
+    a~, log pi(a~|s) ~ actor(s)                                       (reparameterised)
+    actor    = mean (alpha log pi(a~|s) - min_i Q_i(s, a~))           -> actor step (new critics)
+    alpha    = mean (-log alpha * stop_gradient(log pi(a~|s) + target_entropy))  -> temperature step
+    Q_target <- tau Q + (1 - tau) Q_target
+
+`discount` is gamma^m, zero after a termination; at a time limit s' is the pre-reset
+observation, so truncations bootstrap (`replay.n_step_target`). With n_step > 1 the entropy
+term enters at the bootstrap only (the n-step return holds the rewards alone). Actions enter
+the critics as unit actions in [-1, 1]^D (`SquashedGaussian.to_unit`).
+
+Warm-up: until the first gradient step the rollout acts uniformly over the action box (the
+policy's `random_actions`), a common choice (SB3's `learning_starts`, CleanRL's SAC) that
+fills the buffer with broad coverage rather than one untrained Gaussian's. Once SAC has
+learned, it acts with its policy, also while a buffer that a resume left empty refills.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl_async import replay
+from jaxrl_async.algorithms.common import LearnerHyperparams
+from jaxrl_async.optimizer import make_optimizer, sgd_step
+from jaxrl_async.sac_policy import SACNets
+from jaxrl_async.networks import Policy
+from jaxrl_async.types import Algorithm, Trajectory
+
+
+@struct.dataclass
+class SACState:
+    """The learner state of `LearnerState` (params, opt_state, key, update_count, hparams) plus SAC's own.
+
+    Attributes:
+      params: `SACParams` (the actor and whether the rollout acts at random).
+      opt_state: dict of Adam states, `actor`, `critic`, `temperature`.
+      key: PRNG key for sampling.
+      update_count: `[]` int32 iterations (rollouts) consumed.
+      hparams: `LearnerHyperparams` (learning_rate is the one SAC uses, for all three steps).
+      critic, target_critic: the twin critics' params and their Polyak average.
+      log_temperature: `[]` float32, log alpha.
+      replay: `replay.ReplayBuffer`, leaves `[C, B, ...]`.
+      gradient_steps: `[]` int32 gradient steps taken.
+    """
+
+    params: Any
+    opt_state: Any
+    key: jax.Array
+    update_count: jax.Array
+    hparams: Any
+    critic: Any
+    target_critic: Any
+    log_temperature: jax.Array
+    replay: replay.ReplayBuffer
+    gradient_steps: jax.Array
+
+
+# -- the losses, on plain arrays (tests/test_sac.py checks them against NumPy) ---------------
+def critic_target(n_step_return, discount, next_q, next_log_prob, temperature):
+    """y = R + discount * (min_i next_q_i - alpha log pi); next_q `[2, N]`, the rest `[N]`."""
+    return n_step_return + discount * (jnp.min(next_q, axis=0) - temperature * next_log_prob)
+
+
+def critic_loss(q, target):
+    """1/2 sum over the twins of the mean squared error; q `[2, N]`, target `[N]` (held fixed)."""
+    return 0.5 * jnp.sum(jnp.mean(jnp.square(q - jax.lax.stop_gradient(target)[None]), axis=-1))
+
+
+def actor_loss(q, log_prob, temperature):
+    """mean(alpha log pi - min_i Q_i) at the actor's own (reparameterised) actions; q `[2, N]`."""
+    return jnp.mean(temperature * log_prob - jnp.min(q, axis=0))
+
+
+def temperature_loss(log_temperature, log_prob, target_entropy):
+    """mean(-log alpha (log pi + target_entropy)): alpha rises while the entropy -log pi is below target."""
+    return -log_temperature * jnp.mean(jax.lax.stop_gradient(log_prob) + target_entropy)
+
+
+def critic_loss_on_batch(nets: SACNets, critic_params, target_critic_params, actor_params, batch: dict,
+                         temperature, key) -> tuple[jax.Array, dict]:
+    """The critics' loss on a sampled batch (`replay.sample`), `key` for the next actions."""
+    next_dist = nets.actor(actor_params, batch["bootstrap_obs"])
+    next_action, next_log_prob = next_dist.sample_unit(key)
+    next_q = nets.critic(target_critic_params, batch["bootstrap_obs"], next_action)
+    target = critic_target(batch["n_step_return"], batch["discount"], next_q, next_log_prob, temperature)
+    q = nets.critic(critic_params, batch["obs"], next_dist.to_unit(batch["action"]))
+    loss = critic_loss(q, target)
+    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target)}
+
+
+def actor_loss_on_batch(nets: SACNets, actor_params, critic_params, batch: dict, temperature,
+                        key) -> tuple[jax.Array, jax.Array]:
+    """The actor's loss on the batch's observations, and the log-probs of its sampled actions."""
+    action, log_prob = nets.actor(actor_params, batch["obs"]).sample_unit(key)
+    q = nets.critic(critic_params, batch["obs"], action)
+    return actor_loss(q, log_prob, temperature), log_prob
+
+
+def make_sac(cfg, dqn_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_updates: int, num_envs: int,
+             num_steps: int) -> Algorithm:
+    """SAC over rollouts of `num_steps` x `num_envs`.
+
+    Args:
+      cfg: the learner config (learning_rate, anneal_lr, gamma, max_grad_norm).
+      dqn_cfg: `config.DQNConfig`, for its replay fields (capacity, learning_starts,
+        replay_ratio, replay_batch_size, n_step).
+      sac_cfg: `config.SACConfig`.
+      policy, nets: the actor policy and SAC's networks (`sac_policy.make_sac_policy`).
+      num_updates: iterations in the run (for the learning-rate annealing).
+      num_envs, num_steps: the rollout's B and T.
+    """
+    optimizer = make_optimizer(cfg.max_grad_norm)
+    target_entropy = (-float(nets.action_dim) if sac_cfg.target_entropy == "auto"
+                      else float(sac_cfg.target_entropy))
+    capacity_rows = dqn_cfg.replay_capacity // num_envs
+    if capacity_rows < num_steps:
+        raise ValueError(f"replay_capacity={dqn_cfg.replay_capacity} must hold at least one rollout, "
+                         f"num_envs*num_steps={num_envs * num_steps}")
+    example = dict(
+        obs=jnp.zeros((num_envs, *policy.obs_shape), jnp.float32),
+        action=jnp.zeros((num_envs, *policy.action_shape), jnp.float32),
+        reward=jnp.zeros((num_envs,), jnp.float32), terminated=jnp.zeros((num_envs,), bool),
+        truncated=jnp.zeros((num_envs,), bool), next_obs=jnp.zeros((num_envs, *policy.obs_shape), jnp.float32))
+
+    def init(key: jax.Array, hparams: LearnerHyperparams | None = None) -> SACState:
+        key, actor_key, critic_key = jax.random.split(key, 3)
+        params = policy.init(actor_key)
+        critic = nets.init_critic(critic_key)
+        log_temperature = jnp.log(jnp.float32(sac_cfg.init_temperature))
+        opt_state = dict(actor=optimizer.init(params.actor), critic=optimizer.init(critic),
+                         temperature=optimizer.init(log_temperature))
+        return SACState(params=params, opt_state=opt_state, key=key, update_count=jnp.zeros((), jnp.int32),
+                        hparams=LearnerHyperparams.from_config(cfg) if hparams is None else hparams,
+                        critic=critic, target_critic=critic, log_temperature=log_temperature,
+                        replay=replay.init(example, capacity_rows), gradient_steps=jnp.zeros((), jnp.int32))
+
+    def adam_step(params, grads, opt_state, learning_rate):
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return sgd_step(params, updates, learning_rate), opt_state
+
+    def update(state: SACState, trajectory: Trajectory) -> tuple[SACState, dict]:
+        learning_rate = state.hparams.learning_rate
+        if cfg.anneal_lr:
+            learning_rate = learning_rate * (1.0 - state.update_count.astype(jnp.float32) / num_updates)
+        buffer = replay.add(state.replay, replay.transitions_of(trajectory))
+        key, learn_key = jax.random.split(state.key)
+
+        def gradient_step(carry, step_key):
+            actor, critic, target_critic, log_temperature, opt_state = carry
+            sample_key, next_key, actor_key = jax.random.split(step_key, 3)
+            batch = replay.sample(buffer, sample_key, batch_size=dqn_cfg.replay_batch_size,
+                                  n_step=dqn_cfg.n_step, gamma=cfg.gamma)
+            temperature = jnp.exp(log_temperature)
+            critic_grads, metrics = jax.grad(
+                lambda c: critic_loss_on_batch(nets, c, target_critic, actor, batch, temperature, next_key),
+                has_aux=True)(critic)
+            critic, critic_opt = adam_step(critic, critic_grads, opt_state["critic"], learning_rate)
+            (loss_pi, log_prob), actor_grads = jax.value_and_grad(
+                lambda a: actor_loss_on_batch(nets, a, critic, batch, temperature, actor_key), has_aux=True)(actor)
+            actor, actor_opt = adam_step(actor, actor_grads, opt_state["actor"], learning_rate)
+            temperature_opt = opt_state["temperature"]
+            if sac_cfg.learn_temperature:
+                temperature_grad = jax.grad(temperature_loss)(log_temperature, log_prob, target_entropy)
+                log_temperature, temperature_opt = adam_step(log_temperature, temperature_grad, temperature_opt,
+                                                             learning_rate)
+            target_critic = jax.tree.map(lambda online, target: sac_cfg.tau * online + (1.0 - sac_cfg.tau) * target,
+                                         critic, target_critic)
+            opt_state = dict(actor=actor_opt, critic=critic_opt, temperature=temperature_opt)
+            # `loss` and `grad_norm`, which every learner reports (the divergence check reads them):
+            # the critics' and the actor's together
+            metrics = {**metrics, "loss": metrics["critic_loss"] + loss_pi,
+                       "grad_norm": optax.tree.norm((critic_grads, actor_grads)), "actor_loss": loss_pi, "entropy": -jnp.mean(log_prob), "temperature": temperature,
+                       "critic_grad_norm": optax.tree.norm(critic_grads),
+                       "actor_grad_norm": optax.tree.norm(actor_grads)}
+            return (actor, critic, target_critic, log_temperature, opt_state), metrics
+
+        def learn(carry):
+            carry, metrics = jax.lax.scan(gradient_step, carry, jax.random.split(learn_key, dqn_cfg.replay_ratio))
+            return carry, jax.tree.map(jnp.mean, metrics)
+
+        def wait(carry):
+            # before learning starts: no step, zero metrics of the same shapes
+            shapes = jax.eval_shape(learn, carry)[1]
+            return carry, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+        fill = buffer.size * num_envs
+        ready = fill >= dqn_cfg.learning_starts
+        carry = (state.params.actor, state.critic, state.target_critic, state.log_temperature, state.opt_state)
+        (actor, critic, target_critic, log_temperature, opt_state), metrics = jax.lax.cond(ready, learn, wait, carry)
+        gradient_steps = state.gradient_steps + jnp.where(ready, dqn_cfg.replay_ratio, 0)
+        acted_randomly = state.params.random_actions  # how this fragment was collected
+        params = state.params.replace(actor=actor, random_actions=gradient_steps == 0)
+        state = state.replace(params=params, opt_state=opt_state, key=key, update_count=state.update_count + 1,
+                              critic=critic, target_critic=target_critic, log_temperature=log_temperature,
+                              replay=buffer, gradient_steps=gradient_steps)
+        metrics = {**metrics, "learning_rate": learning_rate, "random_actions": acted_randomly.astype(jnp.float32),
+                   "replay_fill": fill / (buffer.capacity_rows * num_envs),
+                   "gradient_steps": jnp.where(ready, dqn_cfg.replay_ratio, 0).astype(jnp.float32)}
+        return state, metrics
+
+    return Algorithm(init, update)
