@@ -181,3 +181,20 @@ def graft(stripped: Any, fresh: Any) -> Any:
     """`stripped` with each buffer taken from `fresh` (same structure otherwise): a restored
     state whose buffers start empty and refill."""
     return jax.tree.map(lambda s, f: f if _is_buffer(s) else s, stripped, fresh, is_leaf=_is_buffer)
+
+
+def gradient_steps_once_ready(gradient_step, carry: Any, key: jax.Array, *, num_steps: int,
+                              ready: jax.Array) -> tuple[Any, dict]:
+    """`num_steps` scanned `gradient_step(carry, key) -> (carry, metrics)` calls where `ready` (the
+    buffer holds `learning_starts` transitions), else none; returns the carry and the steps' mean
+    metrics (zeros of the same shapes while waiting). Shared by the replay learners."""
+
+    def learn(carry):
+        carry, metrics = jax.lax.scan(gradient_step, carry, jax.random.split(key, num_steps))
+        return carry, jax.tree.map(jnp.mean, metrics)
+
+    def wait(carry):
+        shapes = jax.eval_shape(learn, carry)[1]
+        return carry, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    return jax.lax.cond(ready, learn, wait, carry)

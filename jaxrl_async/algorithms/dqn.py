@@ -145,19 +145,11 @@ def make_dqn(cfg, dqn_cfg, policy: Policy, q_values: Callable, *, num_updates: i
                 network, target_network)
             return (network, target_network, opt_state, gradient_steps), {**metrics, "grad_norm": optax.tree.norm(grads)}
 
-        def learn(carry):
-            carry, metrics = jax.lax.scan(gradient_step, carry, jax.random.split(learn_key, dqn_cfg.replay_ratio))
-            return carry, jax.tree.map(jnp.mean, metrics)
-
-        def wait(carry):
-            # before learning starts: no step, zero metrics of the same shapes
-            shapes = jax.eval_shape(learn, carry)[1]
-            return carry, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-
         fill = buffer.size * num_envs
         ready = fill >= dqn_cfg.learning_starts
         carry = (state.params.network, state.target_network, state.opt_state, state.gradient_steps)
-        (network, target_network, opt_state, gradient_steps), metrics = jax.lax.cond(ready, learn, wait, carry)
+        (network, target_network, opt_state, gradient_steps), metrics = replay.gradient_steps_once_ready(
+            gradient_step, carry, learn_key, num_steps=dqn_cfg.replay_ratio, ready=ready)
         acted_epsilon = state.params.epsilon  # the rate this fragment was collected with
         update_count = state.update_count + 1
         params = state.params.replace(network=network, epsilon=epsilon(update_count * num_envs * num_steps))

@@ -189,19 +189,11 @@ def make_sac(cfg, dqn_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_update
                        "actor_grad_norm": optax.tree.norm(actor_grads)}
             return (actor, critic, target_critic, log_temperature, opt_state), metrics
 
-        def learn(carry):
-            carry, metrics = jax.lax.scan(gradient_step, carry, jax.random.split(learn_key, dqn_cfg.replay_ratio))
-            return carry, jax.tree.map(jnp.mean, metrics)
-
-        def wait(carry):
-            # before learning starts: no step, zero metrics of the same shapes
-            shapes = jax.eval_shape(learn, carry)[1]
-            return carry, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-
         fill = buffer.size * num_envs
         ready = fill >= dqn_cfg.learning_starts
         carry = (state.params.actor, state.critic, state.target_critic, state.log_temperature, state.opt_state)
-        (actor, critic, target_critic, log_temperature, opt_state), metrics = jax.lax.cond(ready, learn, wait, carry)
+        (actor, critic, target_critic, log_temperature, opt_state), metrics = replay.gradient_steps_once_ready(
+            gradient_step, carry, learn_key, num_steps=dqn_cfg.replay_ratio, ready=ready)
         gradient_steps = state.gradient_steps + jnp.where(ready, dqn_cfg.replay_ratio, 0)
         acted_randomly = state.params.random_actions  # how this fragment was collected
         params = state.params.replace(actor=actor, random_actions=gradient_steps == 0)
