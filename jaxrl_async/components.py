@@ -76,8 +76,8 @@ def _build_host(cfg: TrainConfig, backend: str | None) -> Components:
     """A host env's pieces (`envs/host.py`): `env` is its `HostEnvSpec`, `rollout` a `HostRollout`
     (stepped by the async mode's actor thread), `evaluate` a `HostEvaluator` on envs of its own."""
     spec = make_host_env(cfg.env)
-    policy = with_matmul_precision(make_policy(cfg.network, spec.observation_space.shape, spec.action_space),
-                                   cfg.matmul_precision)
+    policy = make_policy(cfg.network, observation_shapes(spec.observation_space), spec.action_space)
+    policy = with_matmul_precision(policy, cfg.matmul_precision)
     speed = resolve_speed(cfg, backend)
     rollout = HostRollout(spec, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps, gamma=cfg.learner.gamma,
                           gae_lambda=cfg.learner.gae_lambda, gae_scan=speed.gae_scan)

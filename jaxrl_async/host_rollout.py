@@ -23,10 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.advantages import batched_gae, gae_inputs
-from jaxrl_async.envs.host import HostEnvSpec, HostVecEnv
+from jaxrl_async.envs.host import HostEnvSpec, HostVecEnv, set_row
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.evaluate import EvalResult
 from jaxrl_async.networks import Policy, reset_carry
+from jaxrl_async.spaces import map_shapes, zeros_observation
 from jaxrl_async.types import RolloutState, Trajectory
 
 HOST_TIMING_FIELDS = ("env_s", "inference_s", "transfer_s")
@@ -63,7 +64,7 @@ class HostRollout:
         def init(key: jax.Array) -> RolloutState:
             # the envs live on the host: env_state only holds the env count's shape
             return RolloutState(env_state=jnp.zeros((num_envs,), jnp.int32),
-                                obs=jnp.zeros((num_envs, *obs_shape), jnp.float32),
+                                obs=zeros_observation(obs_shape, (num_envs,)),
                                 obs_stats=RunningMeanStd.create(obs_shape), key=key,
                                 carry=policy.initial_carry((num_envs,)), reset=jnp.ones((num_envs,), bool))
 
@@ -83,7 +84,8 @@ class HostRollout:
         # slicing cost ~50-100 us a leaf on the loaded 2-core CPU)
         self.unbatch = jax.jit(lambda tree: jax.tree.map(lambda x: x[0], tree))
         self.rebatch = jax.jit(lambda state, obs, key, carry, reset: state.replace(
-            obs=obs[None], key=key[None], carry=jax.tree.map(lambda x: x[None], carry), reset=reset[None]))
+            obs=jax.tree.map(lambda x: x[None], obs), key=key[None], carry=jax.tree.map(lambda x: x[None], carry),
+            reset=reset[None]))
         # the next state's key and one key per step: [T + 1] keys, on the host
         self.step_keys = jax.jit(lambda key, n: jax.random.split(key, n + 1), static_argnums=1)
 
@@ -102,15 +104,16 @@ class HostRollout:
         """The abstract `[1, T, B]` trajectory `collect` returns (for compiling the learner)."""
         T, B, policy = self.num_steps, self.num_envs, self.policy
         carry = policy.initial_carry((B,))
-        dist_out = jax.eval_shape(lambda p: _act(policy, p, jnp.zeros((B, *policy.obs_shape)), carry,
+        dist_out = jax.eval_shape(lambda p: _act(policy, p, zeros_observation(policy.obs_shape, (B,)), carry,
                                                  jnp.ones((B,), bool), jax.random.PRNGKey(0), False), params)
         action, log_prob = dist_out[0], dist_out[1]
         f32, boolean = jax.ShapeDtypeStruct((T, B), jnp.float32), jax.ShapeDtypeStruct((T, B), bool)
-        rec = dict(obs=jax.ShapeDtypeStruct((T, B, *policy.obs_shape), jnp.float32),
+        observations = map_shapes(lambda s: jax.ShapeDtypeStruct((T, B, *s), jnp.float32), policy.obs_shape)
+        rec = dict(obs=observations,
                    action=jax.ShapeDtypeStruct((T, *action.shape), action.dtype),
                    log_prob=jax.ShapeDtypeStruct((T, *log_prob.shape), log_prob.dtype), value=f32, reward=f32,
                    terminated=boolean, truncated=boolean,
-                   next_obs=jax.ShapeDtypeStruct((T, B, *policy.obs_shape), jnp.float32),
+                   next_obs=observations,
                    episode_return=f32, episode_length=jax.ShapeDtypeStruct((T, B), jnp.int32),
                    episode_done=boolean, reset=boolean)
         carry_after = jax.tree.map(lambda c: jax.ShapeDtypeStruct((T, *c.shape), c.dtype), carry)
@@ -138,8 +141,8 @@ class HostActor:
         transfer_s = time.perf_counter() - start
         if self._obs is None:  # a fresh actor (a new or resumed run): the episodes start here
             self._obs, reset = self._envs.reset(self._seeds), jnp.ones((B,), bool)
-        obs_shape = self._obs.shape[1:]
-        rec = {name: np.zeros((T, B, *obs_shape), np.float32) for name in ("obs", "next_obs")}
+        obs_shape = r.policy.obs_shape
+        rec = {name: map_shapes(lambda s: np.zeros((T, B, *s), np.float32), obs_shape) for name in ("obs", "next_obs")}
         rec.update({name: np.zeros((T, B), np.float32) for name in ("log_prob", "value", "reward", "episode_return")})
         rec.update({name: np.zeros((T, B), bool) for name in ("terminated", "truncated", "episode_done", "reset")})
         rec["episode_length"] = np.zeros((T, B), np.int32)
@@ -159,8 +162,9 @@ class HostActor:
             step = self._envs.step(action)
             env_s += time.perf_counter() - tock
             inference_s += tock - tick
-            rec["obs"][t], rec["reset"][t] = self._obs, reset_np
-            rec["next_obs"][t] = step.final_obs
+            set_row(obs_shape, rec["obs"], t, self._obs)
+            set_row(obs_shape, rec["next_obs"], t, step.final_obs)
+            rec["reset"][t] = reset_np
             for name in ("reward", "terminated", "truncated", "episode_return", "episode_length", "episode_done"):
                 rec[name][t] = getattr(step, name)
             actions.append(action)
@@ -185,13 +189,14 @@ class HostActor:
         params = jax.device_put(r.unbatch(params), self._device)
         state = jax.device_put(state, self._device)
         carry, key, reset = r.unbatch((state.carry, state.key, state.reset))
-        r.rebatch(state, np.zeros((B, *r.policy.obs_shape), np.float32), np.asarray(key), carry, np.asarray(reset))
+        zeros = map_shapes(lambda s: np.zeros((B, *s), np.float32), r.policy.obs_shape)
+        r.rebatch(state, zeros, np.asarray(key), carry, np.asarray(reset))
         carry = jax.device_put(r.policy.initial_carry((B,)), self._device)
-        out = r.act(params, np.zeros((B, *r.policy.obs_shape), np.float32), carry, np.ones((B,), bool),
+        out = r.act(params, zeros, carry, np.ones((B,), bool),
                     np.asarray(jax.random.PRNGKey(0)))
         jax.block_until_ready(r.step_keys(jax.device_put(jax.random.PRNGKey(0), self._device), r.num_steps))
         shapes = r.trajectory_shape(params)
-        rec = {name: np.zeros(getattr(shapes, name).shape[1:], getattr(shapes, name).dtype)
+        rec = {name: jax.tree.map(lambda x: np.zeros(x.shape[1:], x.dtype), getattr(shapes, name))
                for name in REC_FIELDS}
         carry_after = jax.tree.map(lambda c: jnp.stack([c] * r.num_steps), out[3])
         jax.block_until_ready(r.finish(params, rec, carry_after, carry))
