@@ -80,7 +80,7 @@ def _build_host(cfg: TrainConfig, backend: str | None) -> Components:
     policy = with_matmul_precision(policy, cfg.matmul_precision)
     speed = resolve_speed(cfg, backend)
     rollout = HostRollout(spec, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps, gamma=cfg.learner.gamma,
-                          gae_lambda=cfg.learner.gae_lambda, gae_scan=speed.gae_scan)
+                          gae_lambda=cfg.learner.gae_lambda, gae_scan=speed.gae_scan, normalize_obs=cfg.normalize_obs)
     algo = make_algorithm(cfg, policy, None, unroll=speed.update_unroll)
     return Components(cfg, spec, None, policy, rollout, algo, HostEvaluator(rollout, cfg.eval_episodes), speed)
 
