@@ -233,7 +233,7 @@ class TrainConfig:
     buffer_size: int = 1
     """Async mode: rollouts the actor may hold ready for the learner (1 = double buffering)."""
     sync_interval: int = 1
-    """Async mode: updates between the learner's publications of its params to the actor (1 = after every update); the lag policies round the version they wait for down to a published one, so with N > 1 the actor acts with params up to N (lag 0) or N + 1 (lag 1) updates old, and only N = 1 with lag 0 matches the fused mode."""
+    """Async mode: updates between the learner's publications of its params to the actor (1 = after every update); the lag policies round the version they wait for down to a published one, so with N > 1 the actor acts with params up to N - 1 (lag 0) or N (lag 1) updates old, and only N = 1 with lag 0 matches the fused mode."""
     actor_device: Literal["default", "cpu"] = "default"
     """Async mode: where the actor runs the policy: 'default' the learner's device; 'cpu' a host CPU device of its own (on a GPU machine the CPU acts while the GPU learns; on a CPU-only machine a core of its own)."""
     num_actors: int = 1
