@@ -81,10 +81,10 @@ def _build_host(cfg: TrainConfig, backend: str | None) -> Components:
     """A host env's pieces (`envs/host.py`): `env` is its `HostEnvSpec`, `rollout` a `HostRollout`
     (stepped by the async mode's actor thread), `evaluate` a `HostEvaluator` on envs of its own."""
     spec = make_host_env(cfg.env)
-    policy, q_values, sac_nets = _policy(cfg, spec.observation_space.shape, spec.action_space)
+    policy, q_values, sac_nets = _policy(cfg, observation_shapes(spec.observation_space), spec.action_space)
     speed = resolve_speed(cfg, backend)
     rollout = HostRollout(spec, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps, gamma=cfg.learner.gamma,
-                          gae_lambda=cfg.learner.gae_lambda, gae_scan=speed.gae_scan)
+                          gae_lambda=cfg.learner.gae_lambda, gae_scan=speed.gae_scan, normalize_obs=cfg.normalize_obs)
     algo = make_algorithm(cfg, policy, q_values, unroll=speed.update_unroll, sac_nets=sac_nets)
     return Components(cfg, spec, None, policy, rollout, algo, HostEvaluator(rollout, cfg.eval_episodes), speed)
 

@@ -337,8 +337,9 @@ class TrainConfig:
                "one jitted program: use --mode async (the CLI picks it for a host env by itself)")
         _check(self.num_seeds == 1, "num_seeds", self.num_seeds,
                "host envs train one seed per process: run one process per seed")
-        _check(not self.normalize_obs, "normalize_obs", self.normalize_obs,
-               "host envs do not keep running observation statistics yet: use --no-normalize-obs")
+        _check(not (self.normalize_obs and self.num_actors > 1), "normalize_obs", self.normalize_obs,
+               f"with num_actors={self.num_actors} each actor would keep statistics of its own share of the envs: "
+               "use --num-actors 1 or --no-normalize-obs")
 
     def _check_off_policy(self) -> None:
         """A replay learner's own rules (its minibatches are sampled from the buffer, so the

@@ -23,10 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.advantages import batched_gae, gae_inputs
-from jaxrl_async.envs.host import HostEnvSpec, HostVecEnv
+from jaxrl_async.envs.host import HostEnvSpec, HostVecEnv, set_row
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.evaluate import EvalResult
 from jaxrl_async.networks import Policy, reset_carry
+from jaxrl_async.spaces import map_shapes, zeros_observation
 from jaxrl_async.types import RolloutState, Trajectory
 
 HOST_TIMING_FIELDS = ("env_s", "inference_s", "transfer_s")
@@ -50,20 +51,33 @@ def _act(policy: Policy, params, obs, carry, reset, key, greedy: bool):
     return action, dist.log_prob(action), value, carry
 
 
+def _observe_and_act(policy: Policy, params, stats: RunningMeanStd, obs, final_prev, carry, reset, key):
+    """`--normalize-obs`'s step, as the jitted rollout orders it: the statistics take in `obs` (what
+    the previous step reached, or the reset observation), then the policy acts on `obs` normalised
+    by them, and the previous step's pre-reset observation `final_prev` is normalised by them too
+    (the jitted rollout normalises its `next_obs` after the update). Returns (action, log_prob,
+    value, carry, stats, normalised obs, normalised final_prev)."""
+    stats = stats.update(obs)
+    obs_in = stats.normalize(obs)
+    return (*_act(policy, params, obs_in, carry, reset, key, greedy=False), stats, obs_in,
+            stats.normalize(final_prev))
+
+
 class HostRollout:
     """The host rollout's pure parts (`init`, the jitted act and finish) for one env spec."""
 
     def __init__(self, spec: HostEnvSpec, policy: Policy, *, num_envs: int, num_steps: int, gamma: float,
-                 gae_lambda: float, gae_scan: str = "sequential"):
-        self._settings = dict(num_steps=num_steps, gamma=gamma, gae_lambda=gae_lambda, gae_scan=gae_scan)
+                 gae_lambda: float, gae_scan: str = "sequential", normalize_obs: bool = False):
+        self._settings = dict(num_steps=num_steps, gamma=gamma, gae_lambda=gae_lambda, gae_scan=gae_scan,
+                              normalize_obs=normalize_obs)
         self.spec, self.policy = spec, policy
-        self.num_envs, self.num_steps = num_envs, num_steps
+        self.num_envs, self.num_steps, self.normalize_obs = num_envs, num_steps, normalize_obs
         obs_shape = policy.obs_shape
 
         def init(key: jax.Array) -> RolloutState:
             # the envs live on the host: env_state only holds the env count's shape
             return RolloutState(env_state=jnp.zeros((num_envs,), jnp.int32),
-                                obs=jnp.zeros((num_envs, *obs_shape), jnp.float32),
+                                obs=zeros_observation(obs_shape, (num_envs,)),
                                 obs_stats=RunningMeanStd.create(obs_shape), key=key,
                                 carry=policy.initial_carry((num_envs,)), reset=jnp.ones((num_envs,), bool))
 
@@ -78,14 +92,33 @@ class HostRollout:
         self.init = init
         self.act = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, k, greedy=False))
         self.act_greedy = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, k, greedy=True))
+        self._observe_and_act = jax.jit(lambda *args: _observe_and_act(policy, *args))
+        # the fragment's last pre-reset observation, normalised as the next fragment's first step would
+        self._observe_final = jax.jit(lambda stats, obs, final: stats.update(obs).normalize(final))
+        # evaluation: frozen statistics
+        self.act_frozen = jax.jit(lambda p, s, o, c, r, k, greedy: _act(policy, p, s.normalize(o), c, r, k, greedy),
+                                  static_argnums=6)
         self.finish = jax.jit(finish)
         # the seed axis off the params and the carried state, and back on: one call each (eager
         # slicing cost ~50-100 us a leaf on the loaded 2-core CPU)
         self.unbatch = jax.jit(lambda tree: jax.tree.map(lambda x: x[0], tree))
-        self.rebatch = jax.jit(lambda state, obs, key, carry, reset: state.replace(
-            obs=obs[None], key=key[None], carry=jax.tree.map(lambda x: x[None], carry), reset=reset[None]))
+        self.rebatch = jax.jit(lambda state, obs, stats, key, carry, reset: state.replace(
+            obs=jax.tree.map(lambda x: x[None], obs), obs_stats=jax.tree.map(lambda x: x[None], stats), key=key[None],
+            carry=jax.tree.map(lambda x: x[None], carry), reset=reset[None]))
         # the next state's key and one key per step: [T + 1] keys, on the host
         self.step_keys = jax.jit(lambda key, n: jax.random.split(key, n + 1), static_argnums=1)
+
+    def observe_and_act(self, params, stats, obs, final_prev, carry, reset, key) -> tuple:
+        """(action, log_prob, value, carry, stats, the obs to record, the previous step's `next_obs`
+        to record): `_observe_and_act` where observations are normalised, else the plain act (no
+        statistics, the observations as they are: nothing more crosses to the device)."""
+        if self.normalize_obs:
+            return self._observe_and_act(params, stats, obs, final_prev, carry, reset, key)
+        return (*self.act(params, obs, carry, reset, key), stats, obs, final_prev)
+
+    def observe_final(self, stats, obs, final):
+        """The fragment's last `next_obs` to record: `final` (normalised where observations are)."""
+        return self._observe_final(stats, obs, final) if self.normalize_obs else final
 
     def with_num_envs(self, num_envs: int) -> "HostRollout":
         """The same rollout over `num_envs` envs (one actor's share)."""
@@ -102,15 +135,16 @@ class HostRollout:
         """The abstract `[1, T, B]` trajectory `collect` returns (for compiling the learner)."""
         T, B, policy = self.num_steps, self.num_envs, self.policy
         carry = policy.initial_carry((B,))
-        dist_out = jax.eval_shape(lambda p: _act(policy, p, jnp.zeros((B, *policy.obs_shape)), carry,
+        dist_out = jax.eval_shape(lambda p: _act(policy, p, zeros_observation(policy.obs_shape, (B,)), carry,
                                                  jnp.ones((B,), bool), jax.random.PRNGKey(0), False), params)
         action, log_prob = dist_out[0], dist_out[1]
         f32, boolean = jax.ShapeDtypeStruct((T, B), jnp.float32), jax.ShapeDtypeStruct((T, B), bool)
-        rec = dict(obs=jax.ShapeDtypeStruct((T, B, *policy.obs_shape), jnp.float32),
+        observations = map_shapes(lambda s: jax.ShapeDtypeStruct((T, B, *s), jnp.float32), policy.obs_shape)
+        rec = dict(obs=observations,
                    action=jax.ShapeDtypeStruct((T, *action.shape), action.dtype),
                    log_prob=jax.ShapeDtypeStruct((T, *log_prob.shape), log_prob.dtype), value=f32, reward=f32,
                    terminated=boolean, truncated=boolean,
-                   next_obs=jax.ShapeDtypeStruct((T, B, *policy.obs_shape), jnp.float32),
+                   next_obs=observations,
                    episode_return=f32, episode_length=jax.ShapeDtypeStruct((T, B), jnp.int32),
                    episode_done=boolean, reset=boolean)
         carry_after = jax.tree.map(lambda c: jax.ShapeDtypeStruct((T, *c.shape), c.dtype), carry)
@@ -134,12 +168,12 @@ class HostActor:
         if params is not self._source:  # once per version: the store hands out the same object
             self._params, self._source = jax.device_put(r.unbatch(params), self._device), params
         state = jax.device_put(state, self._device)  # a no-op once it lives there
-        carry, key, reset = r.unbatch((state.carry, state.key, state.reset))
+        carry, key, reset, stats = r.unbatch((state.carry, state.key, state.reset, state.obs_stats))
         transfer_s = time.perf_counter() - start
         if self._obs is None:  # a fresh actor (a new or resumed run): the episodes start here
             self._obs, reset = self._envs.reset(self._seeds), jnp.ones((B,), bool)
-        obs_shape = self._obs.shape[1:]
-        rec = {name: np.zeros((T, B, *obs_shape), np.float32) for name in ("obs", "next_obs")}
+        obs_shape = r.policy.obs_shape
+        rec = {name: map_shapes(lambda s: np.zeros((T, B, *s), np.float32), obs_shape) for name in ("obs", "next_obs")}
         rec.update({name: np.zeros((T, B), np.float32) for name in ("log_prob", "value", "reward", "episode_return")})
         rec.update({name: np.zeros((T, B), bool) for name in ("terminated", "truncated", "episode_done", "reset")})
         rec["episode_length"] = np.zeros((T, B), np.int32)
@@ -150,30 +184,36 @@ class HostActor:
         keys = np.asarray(r.step_keys(key, T))
         key = keys[0]
         inference_s = time.perf_counter() - tick
+        final_prev = self._obs  # the previous step's pre-reset obs (none yet: its recording is skipped)
         for t in range(T):
             tick = time.perf_counter()
-            action, log_prob, value, carry = r.act(self._params, self._obs, carry, reset_np, keys[t + 1])
+            action, log_prob, value, carry, stats, obs_in, final_in = r.observe_and_act(
+                self._params, stats, self._obs, final_prev, carry, reset_np, keys[t + 1])
             # np.asarray, not jax.device_get: ~4 us an array against ~40 on the CPU
             action, rec["log_prob"][t], rec["value"][t] = np.asarray(action), np.asarray(log_prob), np.asarray(value)
+            set_row(obs_shape, rec["obs"], t, obs_in)
+            if t:
+                set_row(obs_shape, rec["next_obs"], t - 1, final_in)
             tock = time.perf_counter()
             step = self._envs.step(action)
             env_s += time.perf_counter() - tock
             inference_s += tock - tick
-            rec["obs"][t], rec["reset"][t] = self._obs, reset_np
-            rec["next_obs"][t] = step.final_obs
+            final_prev = step.final_obs
+            rec["reset"][t] = reset_np
             for name in ("reward", "terminated", "truncated", "episode_return", "episode_length", "episode_done"):
                 rec[name][t] = getattr(step, name)
             actions.append(action)
             carries.append(carry)
             self._obs, reset_np = step.obs, step.terminated | step.truncated
         tick = time.perf_counter()
+        set_row(obs_shape, rec["next_obs"], T - 1, r.observe_final(stats, self._obs, final_prev))
         rec["action"] = np.stack(actions)
         carry_after = jax.tree.map(lambda *c: jnp.stack(c), *carries) if jax.tree.leaves(carry) else carry
         trajectory = r.finish(self._params, rec, carry_after, initial_carry)
         inference_s += time.perf_counter() - tick
         tick = time.perf_counter()
         trajectory = jax.block_until_ready(jax.device_put(trajectory, self._out))  # one transfer
-        new_state = r.rebatch(state, self._obs, key, carry, reset_np)
+        new_state = r.rebatch(state, self._obs, stats, key, carry, reset_np)
         transfer_s += time.perf_counter() - tick
         self._timings = {"env_s": env_s, "inference_s": inference_s, "transfer_s": transfer_s}
         return new_state, trajectory
@@ -184,14 +224,16 @@ class HostActor:
         r, B = self._r, self._r.num_envs
         params = jax.device_put(r.unbatch(params), self._device)
         state = jax.device_put(state, self._device)
-        carry, key, reset = r.unbatch((state.carry, state.key, state.reset))
-        r.rebatch(state, np.zeros((B, *r.policy.obs_shape), np.float32), np.asarray(key), carry, np.asarray(reset))
+        carry, key, reset, stats = r.unbatch((state.carry, state.key, state.reset, state.obs_stats))
+        zeros = map_shapes(lambda s: np.zeros((B, *s), np.float32), r.policy.obs_shape)
+        r.rebatch(state, zeros, stats, np.asarray(key), carry, np.asarray(reset))
         carry = jax.device_put(r.policy.initial_carry((B,)), self._device)
-        out = r.act(params, np.zeros((B, *r.policy.obs_shape), np.float32), carry, np.ones((B,), bool),
-                    np.asarray(jax.random.PRNGKey(0)))
+        out = r.observe_and_act(params, stats, zeros, zeros, carry, np.ones((B,), bool),
+                                np.asarray(jax.random.PRNGKey(0)))
+        r.observe_final(stats, zeros, zeros)
         jax.block_until_ready(r.step_keys(jax.device_put(jax.random.PRNGKey(0), self._device), r.num_steps))
         shapes = r.trajectory_shape(params)
-        rec = {name: np.zeros(getattr(shapes, name).shape[1:], getattr(shapes, name).dtype)
+        rec = {name: jax.tree.map(lambda x: np.zeros(x.shape[1:], x.dtype), getattr(shapes, name))
                for name in REC_FIELDS}
         carry_after = jax.tree.map(lambda c: jnp.stack([c] * r.num_steps), out[3])
         jax.block_until_ready(r.finish(params, rec, carry_after, carry))
@@ -221,7 +263,10 @@ class HostEvaluator:
             self._envs = r.spec.make_vec(n)
         key, seed_key = jax.random.split(key)
         obs = self._envs.reset([int(s) for s in np.asarray(jax.random.randint(seed_key, (n,), 0, 2**31 - 1))])
-        act = r.act_greedy if greedy else r.act
+        if r.normalize_obs:  # the run's statistics, frozen
+            act = lambda p, o, c, rs, k: r.act_frozen(p, obs_stats, o, c, rs, k, greedy)  # noqa: E731
+        else:
+            act = r.act_greedy if greedy else r.act
         carry, reset = r.policy.initial_carry((n,)), np.ones((n,), bool)
         returns, lengths, done = np.zeros(n, np.float32), np.zeros(n, np.int32), np.zeros(n, bool)
         keys = np.asarray(jax.random.split(key, self._max_steps))

@@ -83,14 +83,15 @@ def observation_shapes(space: Any, _path: str = "observation space") -> Any:
     return tuple(int(d) for d in shape)
 
 
-def as_observation(obs_shape: Any, obs: Any) -> Any:
+def as_observation(obs_shape: Any, obs: Any, xp: Any = jnp) -> Any:
     """`obs` as a float32 pytree of exactly the shape structure's containers (an env's
-    OrderedDict becomes a dict, a list a tuple), so it maps alongside its statistics."""
+    OrderedDict becomes a dict, a list a tuple), so it maps alongside its statistics. `xp`:
+    `jnp` (arrays on the device) or `np` (a host env's observations, kept on the host)."""
     if is_shape(obs_shape):
-        return jnp.asarray(obs).astype(jnp.float32)
+        return xp.asarray(obs).astype(xp.float32)
     if isinstance(obs_shape, dict):
-        return {k: as_observation(s, obs[k]) for k, s in obs_shape.items()}
-    return tuple(as_observation(s, obs[i]) for i, s in enumerate(obs_shape))
+        return {k: as_observation(s, obs[k], xp) for k, s in obs_shape.items()}
+    return tuple(as_observation(s, obs[i], xp) for i, s in enumerate(obs_shape))
 
 
 def zeros_observation(obs_shape: Any, batch_shape: tuple[int, ...] = ()) -> Any:

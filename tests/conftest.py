@@ -23,8 +23,14 @@ configure_cpu_runtime(expose_cores=False)
 # determinism pairs, the same tiny config in several modules), and a hit loads the executable
 # instead of compiling it again. A fresh directory each session, removed at exit, so no
 # executable outlives the code that produced it.
-_COMPILATION_CACHE = tempfile.mkdtemp(prefix="jaxrl-async-tests-xla-cache-")
-atexit.register(shutil.rmtree, _COMPILATION_CACHE, ignore_errors=True)
+# Under pytest-xdist the controller makes the directory and its workers (started after this
+# module ran in the controller, with its environment) share it; only its maker removes it.
+_SHARED_CACHE_VARIABLE = "JAXRL_ASYNC_TESTS_XLA_CACHE"
+_COMPILATION_CACHE = os.environ.get(_SHARED_CACHE_VARIABLE)
+if not _COMPILATION_CACHE:
+    _COMPILATION_CACHE = tempfile.mkdtemp(prefix="jaxrl-async-tests-xla-cache-")
+    os.environ[_SHARED_CACHE_VARIABLE] = _COMPILATION_CACHE
+    atexit.register(shutil.rmtree, _COMPILATION_CACHE, ignore_errors=True)
 os.environ["JAX_COMPILATION_CACHE_DIR"] = _COMPILATION_CACHE
 os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 jax.config.update("jax_compilation_cache_dir", _COMPILATION_CACHE)

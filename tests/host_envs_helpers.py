@@ -6,7 +6,8 @@ import gymnasium as gym
 import numpy as np
 
 SCRIPTED_ID = "JaxrlTest/Scripted-v0"  # time limit 4
-DICT_ID = "JaxrlTest/DictObs-v0"
+NESTED_ID = "JaxrlTest/Nested-v0"  # ScriptedEnv with Dict / Tuple observations, MultiDiscrete actions
+TEXT_ID = "JaxrlTest/TextObs-v0"
 
 
 class ScriptedEnv(gym.Env):
@@ -33,11 +34,31 @@ class ScriptedEnv(gym.Env):
         return self._obs(), float(self._t) + 0.5 * int(action), terminated, False, {}
 
 
-class DictObsEnv(ScriptedEnv):
-    observation_space = gym.spaces.Dict({"a": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)})
+class NestedEnv(ScriptedEnv):
+    """ScriptedEnv's episodes with a nested observation and a MultiDiscrete action:
+    obs = {"t": [t, parity], "pair": (a 3x3 grid of t, t mod 4)}; reward = t + 0.5 a_0 + 0.25 a_1."""
+
+    observation_space = gym.spaces.Dict({
+        "t": gym.spaces.Box(-10.0, 10.0, (2,), np.float32),
+        "pair": gym.spaces.Tuple((gym.spaces.Box(0.0, 10.0, (3, 3), np.float32), gym.spaces.Discrete(4)))})
+    action_space = gym.spaces.MultiDiscrete([2, 3])
+
+    def _obs(self):
+        return {"t": super()._obs(), "pair": (np.full((3, 3), self._t, np.float32), self._t % 4)}
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = super().step(0)
+        return obs, float(self._t) + 0.5 * int(action[0]) + 0.25 * int(action[1]), terminated, truncated, info
+
+
+class TextObsEnv(ScriptedEnv):
+    """An observation space the trainer cannot take."""
+
+    observation_space = gym.spaces.Text(5)
 
 
 def register() -> None:
     if SCRIPTED_ID not in gym.registry:
         gym.register(SCRIPTED_ID, entry_point=ScriptedEnv, max_episode_steps=4)
-        gym.register(DICT_ID, entry_point=DictObsEnv, max_episode_steps=4)
+        gym.register(NESTED_ID, entry_point=NestedEnv, max_episode_steps=4)
+        gym.register(TEXT_ID, entry_point=TextObsEnv, max_episode_steps=4)

@@ -17,7 +17,7 @@ from jaxrl_async.components import build, initial_states
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.envs.host import make_host_env
 from jaxrl_async.training import train
-from host_envs_helpers import DICT_ID, SCRIPTED_ID, register  # tests/host_envs_helpers.py
+from host_envs_helpers import NESTED_ID, SCRIPTED_ID, TEXT_ID, register  # tests/host_envs_helpers.py
 
 register()
 SCRIPTED = "gymnasium:" + SCRIPTED_ID
@@ -53,6 +53,48 @@ def test_vector_env_keeps_terminations_truncations_and_the_pre_reset_obs_apart()
         if trunc[1]:
             assert (step.episode_return[1], step.episode_length[1]) == (1 + 2 + 3 + 4 + 4 * 0.5, 4)
     envs.close()
+
+
+NESTED = "gymnasium:" + NESTED_ID
+
+
+def test_nested_observations_and_multidiscrete_actions_keep_the_pre_reset_obs_per_leaf():
+    """A Dict / Tuple observation becomes a pytree of float32 [B, ...] arrays in the spaces' own
+    structure, and the pre-reset observation of an ended episode is kept in every leaf."""
+    spec = make_host_env(NESTED)
+    assert spec.action_space.nvec == (2, 3)
+    envs = spec.make_vec(2)
+    obs = envs.reset([0, 1])
+    assert jax.tree.structure(obs) == jax.tree.structure({"pair": (0, 0), "t": 0})
+    assert all(leaf.dtype == np.float32 for leaf in jax.tree.leaves(obs))
+    t0, t1 = [1, 2, 3, 1], [1, 2, 3, 4]
+    for k in range(4):
+        step = envs.step(np.array([[1, 2], [0, 1]]))
+        np.testing.assert_array_equal(step.reward, [t0[k] + 1.0, t1[k] + 0.25])
+        ended = np.array([t0[k] == 3, t1[k] == 4])
+        np.testing.assert_array_equal(step.final_obs["t"][:, 0], [t0[k], t1[k]])
+        np.testing.assert_array_equal(step.final_obs["pair"][0], np.full((2, 3, 3), [[[t0[k]]], [[t1[k]]]]))
+        np.testing.assert_array_equal(step.final_obs["pair"][1], [t0[k] % 4, t1[k] % 4])
+        after = np.where(ended, 0, [t0[k], t1[k]])  # the reset observation where the episode ended
+        np.testing.assert_array_equal(step.obs["t"][:, 0], after)
+        np.testing.assert_array_equal(step.obs["pair"][0][:, 0, 0], after)
+        np.testing.assert_array_equal(step.obs["pair"][1], after % 4)
+    envs.close()
+
+
+def test_a_nested_host_env_trains_and_evaluates_end_to_end(tmp_path, capsys):
+    """Dict / Tuple observations through the actor, the trajectory, the per-leaf encoders and the
+    evaluation (with per-leaf running statistics, frozen there); MultiDiscrete actions through the
+    categorical heads."""
+    run_dir = str(tmp_path / "nested")
+    assert main(["train", "--env", NESTED, "--num-envs", "2", "--num-steps", "8", "--total-timesteps", "32",
+                 "--eval-episodes", "2", "--hidden-sizes", "16", "--normalize-obs", "--run-dir", run_dir]) == 0
+    summary = json.load(open(os.path.join(run_dir, "summary.json")))
+    assert summary["num_updates"] == 2 and summary["final_eval_episodes"] == 2
+    # an episode's return: 1+2+3 (terminated) or 1+2+3+4 (truncated), plus up to 0.5 + 0.5 a step
+    assert all(6.0 <= r <= 10.0 + 4 * 1.0 for r in summary["final_eval_return"])
+    stats = ckpt.load(ckpt.latest_checkpoint(run_dir))["state"]["rollout"]["obs_stats"]
+    assert stats["count"][0] == 2 * 8 * 2 and set(stats["mean"]) == {"t", "pair"}
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +148,55 @@ def test_host_actor_values_the_truncation_from_the_final_obs_and_runs_gae(script
     np.testing.assert_allclose(tr.target, advantage + tr.value, rtol=1e-5, atol=1e-5)
 
 
+def _two_fragments(normalize_obs: bool):
+    """Two 6-step fragments of 2 scripted envs (seeds 0, 1): the trajectories, [2, T, B] each leaf,
+    and the carried statistics."""
+    c = build(TrainConfig(env=SCRIPTED, mode="async", num_envs=2, num_steps=6, total_timesteps=24,
+                          normalize_obs=normalize_obs))
+    state = initial_states(c)
+    device = jax.devices()[0]
+    actor = c.rollout.actor([0, 1], device, jax.sharding.SingleDeviceSharding(device))
+    rollout, fragments = state.rollout, []
+    for _ in range(2):
+        rollout, trajectory = actor.collect(state.learner.params, rollout)
+        fragments.append(jax.tree.map(lambda x: np.asarray(x[0]), trajectory))
+    actor.close()
+    return jax.tree.map(lambda *xs: np.stack(xs), *fragments), jax.tree.map(lambda x: np.asarray(x[0]), rollout.obs_stats)
+
+
+def test_normalize_obs_on_a_host_env_matches_a_numpy_reference():
+    """`--normalize-obs` on a host env: the statistics take in each observation once (also across
+    fragments), the policy and the record see `obs` normalised by the statistics that include it,
+    and `next_obs` (the pre-reset obs) by those that include the observation after it — the jitted
+    rollout's order. The scripted env's observations do not depend on the actions, so a run without
+    normalisation gives the raw observations."""
+    raw, _ = _two_fragments(normalize_obs=False)
+    normalised, stats = _two_fragments(normalize_obs=True)
+    T = raw.obs.shape[1]
+    seen = np.concatenate([raw.obs.reshape(2 * T, 2, 2), _next_obs_after(raw)[None]])  # [2T + 1, B, 2]
+
+    def normalise(x, upto):  # by the population statistics of every observation seen up to step `upto`
+        data = seen[:upto + 1].reshape(-1, 2)
+        return np.clip((x - data.mean(0)) / np.sqrt(data.var(0) + 1e-8), -10, 10)
+
+    for k in range(2 * T):
+        f, t = divmod(k, T)
+        np.testing.assert_allclose(normalised.obs[f, t], normalise(seen[k], k), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(normalised.next_obs[f, t], normalise(raw.next_obs[f, t], k + 1),
+                                   rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(stats.mean, seen[:2 * T].reshape(-1, 2).mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(stats.var, seen[:2 * T].reshape(-1, 2).var(0), rtol=1e-5, atol=1e-6)
+
+
+def _next_obs_after(raw):
+    """The envs' observation after the second fragment: its last next_obs, or the reset one where
+    that step ended the episode (t back to 0)."""
+    last = raw.next_obs[-1, -1].copy()
+    ended = raw.terminated[-1, -1] | raw.truncated[-1, -1]
+    last[ended, 0] = 0.0
+    return last
+
+
 def _cfg(tmp_path, name, **overrides):
     fields = dict(env=SCRIPTED, mode="async", num_envs=2, num_steps=8, total_timesteps=2 * 8 * 6, eval_episodes=2,
                   iterations_per_call=2, eval_interval=2, checkpoint_interval=2, run_dir=str(tmp_path / name))
@@ -147,7 +238,7 @@ def test_resume_continues_the_learner_and_counters_with_fresh_episodes(tmp_path)
 
 @pytest.mark.parametrize("env, message", [
     ("gymnasium:CartPol-v1", "did you mean 'gymnasium:CartPole-v1'"),
-    ("gymnasium:" + DICT_ID, "unsupported observation"),
+    ("gymnasium:" + TEXT_ID, "its observation space: gymnasium space Text"),
     ("envpool:Pong-v5", "pip install envpool"),
 ])
 def test_clear_errors(env, message):
@@ -157,7 +248,7 @@ def test_clear_errors(env, message):
 
 @pytest.mark.parametrize("overrides, field", [
     (dict(mode="fused"), "mode='fused'"), (dict(mode="async", num_seeds=2), "num_seeds=2"),
-    (dict(mode="async", normalize_obs=True), "normalize_obs=True"),
+    (dict(mode="async", normalize_obs=True, num_envs=4, num_actors=2), "normalize_obs=True"),
 ])
 def test_config_refuses_what_host_envs_cannot_do(overrides, field):
     with pytest.raises(ValueError, match=field):

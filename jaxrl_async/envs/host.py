@@ -15,9 +15,11 @@ equal to `obs` wherever the episode went on. gymnasium's native vector entry poi
 CartPoleVectorEnv) support NEXT_STEP only, so they are not used: at 4 envs the sync vector env was
 the faster of the two anyway (README, "Host environments").
 
-Spaces map to gymnax's: `Box` and `Discrete` (start 0). Dict / Tuple / MultiDiscrete and any other
-space raise a clear "unsupported space" error naming it (`to_gymnax_space` is where a pytree
-mapping of Dict / Tuple spaces plugs in). gymnasium is imported only when a host env is asked for.
+Spaces map to ours (`spaces.from_gymnasium`): observations may be a `Box`, a `Discrete` or a
+`Dict` / `Tuple` of them, nested (each env's observation is then a pytree of float32 `[B, ...]`
+arrays, one leaf per entry, and the network encodes each leaf); actions a `Discrete` (start 0), a
+`MultiDiscrete` or a flat `Box`. Any other space raises a clear error naming it. gymnasium is
+imported only when a host env is asked for.
 """
 
 from __future__ import annotations
@@ -26,29 +28,32 @@ import dataclasses
 import difflib
 from typing import Any, Callable
 
+import jax
 import numpy as np
 from gymnax.environments import spaces
 
 from jaxrl_async.env_ids import ENVPOOL_PREFIX, GYMNASIUM_PREFIX, host_env_kind
+from jaxrl_async.spaces import as_observation, from_gymnasium, map_shapes, observation_shapes
 
 ENVPOOL_MISSING = ("env {env_id!r} needs EnvPool, which is not installed (it publishes no wheel for "
                    "every Python; try `pip install envpool`), or use gymnasium:{name}")
 
 
 def to_gymnax_space(space: Any, what: str) -> Any:
-    """A gymnasium space as the gymnax space the networks take; ValueError for the others.
+    """A gymnasium space as ours (`spaces.from_gymnasium`); ValueError naming `what` for the others."""
+    try:
+        return from_gymnasium(space)
+    except ValueError as error:
+        raise ValueError(f"{what} space: {error}") from None
 
-    Dict and Tuple spaces would map here to a pytree of gymnax spaces (gymnax's `spaces.Dict` /
-    `spaces.Tuple`) once the networks and the rollout take pytree observations."""
-    from gymnasium import spaces as gym_spaces
 
-    if isinstance(space, gym_spaces.Box):
-        return spaces.Box(low=np.asarray(space.low), high=np.asarray(space.high), shape=space.shape,
-                          dtype=space.dtype)
-    if isinstance(space, gym_spaces.Discrete) and int(space.start) == 0:
-        return spaces.Discrete(int(space.n))
-    raise ValueError(f"unsupported {what} space {space!r}: host environments take Box and Discrete "
-                     "(start 0) spaces; Dict, Tuple, MultiDiscrete and the others are not supported yet")
+def set_row(obs_shape: Any, batch: Any, i: int, row: Any) -> None:
+    """`batch[i] = row` in place, leaf by leaf: a batched observation pytree and one of its rows."""
+
+    def put(_, leaf: np.ndarray, value: Any) -> None:
+        leaf[i] = value
+
+    map_shapes(put, obs_shape, batch, row)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +61,8 @@ class HostStep:
     """One vector step, `[B, ...]` NumPy arrays.
 
     Attributes:
-      obs: the observation to act on next (the reset one where an episode ended).
+      obs: the observation to act on next (the reset one where an episode ended); a pytree of
+        `[B, ...]` arrays for a Dict / Tuple observation space.
       final_obs: the observation the step reached, before any reset (= obs where the episode went on).
       reward: float32 reward.
       terminated, truncated: bool, kept apart (a truncation bootstraps from V(final_obs)).
@@ -64,8 +70,8 @@ class HostStep:
       episode_done: bool, an episode ended at this step.
     """
 
-    obs: np.ndarray
-    final_obs: np.ndarray
+    obs: Any
+    final_obs: Any
     reward: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
@@ -77,33 +83,39 @@ class HostStep:
 class HostVecEnv:
     """`num_envs` gymnasium envs in a SAME_STEP vector env, with episode statistics."""
 
-    def __init__(self, vec_env: Any, action_space: Any):
+    def __init__(self, vec_env: Any, observation_space: Any, action_space: Any):
         self._env = vec_env
+        self._obs_shape = observation_shapes(observation_space)
         self.num_envs = vec_env.num_envs
         self._box = isinstance(action_space, spaces.Box)
         self._low, self._high = (np.asarray(action_space.low), np.asarray(action_space.high)) if self._box else (0, 0)
         self._returns = np.zeros(self.num_envs, np.float64)
         self._lengths = np.zeros(self.num_envs, np.int32)
 
-    def reset(self, seeds: list[int]) -> np.ndarray:
+    def _observation(self, obs: Any) -> Any:
+        """float32 arrays in the observation space's structure (gymnasium batches a Dict / Tuple
+        observation leaf by leaf)."""
+        return as_observation(self._obs_shape, obs, np)
+
+    def reset(self, seeds: list[int]) -> Any:
         """Reset every env, env i seeded with `seeds[i]`; the observations, float32."""
         obs, _ = self._env.reset(seed=[int(s) for s in seeds])
         self._returns[:] = 0.0
         self._lengths[:] = 0
-        return np.asarray(obs, np.float32)
+        return self._observation(obs)
 
     def step(self, actions: np.ndarray) -> HostStep:
         """Step with `actions` ([B] ints or [B, A] floats, clipped to a Box's bounds here)."""
         actions = np.clip(actions, self._low, self._high) if self._box else np.asarray(actions)
         obs, reward, terminated, truncated, info = self._env.step(actions)
-        obs = np.asarray(obs, np.float32)
+        obs = self._observation(obs)
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         done = terminated | truncated
         final_obs = obs
-        if done.any():
-            final_obs = obs.copy()
+        if done.any():  # the ended envs' pre-reset observations, one env (a pytree) each
+            final_obs = jax.tree.map(np.copy, obs)
             for i in np.flatnonzero(info["_final_obs"]):
-                final_obs[i] = info["final_obs"][i]
+                set_row(self._obs_shape, final_obs, i, self._observation(info["final_obs"][i]))
         reward = np.asarray(reward, np.float32)
         self._returns += reward
         self._lengths += 1
@@ -171,14 +183,14 @@ def make_host_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
         raise ValueError(f"env={env_id!r} needs an optional dependency: {error} (for MuJoCo envs: "
                          "pip install -e '.[mujoco]')") from None
     try:
-        observation_space = to_gymnax_space(probe.observation_space, f"observation ({env_id})")
-        action_space = to_gymnax_space(probe.action_space, f"action ({env_id})")
+        observation_space = to_gymnax_space(probe.observation_space, f"env={env_id!r}: its observation")
+        action_space = to_gymnax_space(probe.action_space, f"env={env_id!r}: its action")
     finally:
         probe.close()
 
     def make_vec(num_envs: int) -> HostVecEnv:
         vec = gym.make_vec(name, num_envs=num_envs, vectorization_mode="sync", disable_env_checker=True,
                            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}, **env_kwargs)
-        return HostVecEnv(vec, action_space)
+        return HostVecEnv(vec, observation_space, action_space)
 
     return HostEnvSpec(env_id, observation_space, action_space, spec.max_episode_steps, make_vec)
