@@ -8,6 +8,15 @@ same host syncs (`Run.sync`), so with `lag=0` the two modes reach bit-identical
 params and write the same metrics lines in everything but the timings (with
 several seeds a reduction such as explained variance may differ in its last
 bits: XLA may order it differently inside the fused loop).
+
+The replay learners (dqn, sac) run the same loop: each fragment the actor hands over is added
+to the device buffer by `algo.update` (the buffer alone is donated to the learner's jit, so it
+is written in place), which then takes `replay_ratio` gradient steps on it; the actor acts
+with `Algorithm.behaviour` applied to the params it gets, so DQN's epsilon and SAC's warm-up
+follow the env steps taken as in the fused mode. The learner publishes its params every
+`sync_interval` updates (versions count updates). The replay ratio is held by the pipeline
+itself: one fragment per update, the learner waiting for the actor or the actor for a free
+buffer slot (`buffer_size`) and for the params its lag policy names.
 """
 
 from __future__ import annotations
@@ -16,10 +25,12 @@ import contextlib
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
 from jaxrl_async import metrics as metrics_lib
+from jaxrl_async import replay
 from jaxrl_async.actors import make_actor
 from jaxrl_async.components import Components, all_finite, over_seeds, warm_up
 from jaxrl_async.host_rollout import HOST_TIMING_FIELDS
@@ -57,11 +68,39 @@ def compile_learner(c: Components, placement: Placement, state: TrainState, traj
         learner, *outputs = over_seeds(learn_one, num_seeds)(learner, trajectory)
         return jax.lax.with_sharding_constraint(learner, shardings.learner), *outputs
 
-    # nothing is donated: the learner's params are published, and no output could reuse the trajectory
-    learn = jax.jit(learn_fn).lower(state.learner, trajectory).compile()
     example = jax.tree.map(lambda x: jax.device_put(np.zeros(x.shape, x.dtype), x.sharding), trajectory)
-    warm_up(learn, state.learner, example)
-    return learn
+    if not replay.holds_buffer(state.learner):
+        # nothing is donated: the learner's params are published, and no output could reuse the trajectory
+        learn = jax.jit(learn_fn).lower(state.learner, trajectory).compile()
+        warm_up(learn, state.learner, example)
+        return learn
+
+    # a replay learner (dqn, sac): its buffer alone is donated, so the update writes the fragment
+    # into it in place; the rest of the learner state holds the published params and is not
+    def learn_with_buffer(rest, buffer, trajectory):
+        return learn_fn(rest.replace(replay=buffer), trajectory)
+
+    learn_buffer = jax.jit(learn_with_buffer, donate_argnums=1).lower(
+        state.learner.replace(replay=None), state.learner.replay, trajectory).compile()
+    warm_up(learn_buffer, state.learner.replace(replay=None), state.learner.replay, example)
+    return lambda learner, trajectory: learn_buffer(learner.replace(replay=None), learner.replay, trajectory)
+
+
+def behaviour_hook(c: Components, state: TrainState):
+    """The pipeline's `behaviour(params, version, index)` for a learner with `Algorithm.behaviour`
+    (dqn, sac), else None: rollout `index` acts with the published params of `version` as the
+    fused mode acts after `index` updates (DQN's epsilon, SAC's warm-up follow the env steps
+    taken, `index * num_envs * num_steps`); the params of version `index` are that already."""
+    if c.algo.behaviour is None:
+        return None
+    act_params = jax.jit(c.algo.behaviour)
+    jax.block_until_ready(act_params(state.learner.params, jnp.int32(0)))  # compiled here, not in rollout 0
+    batch_size = c.cfg.batch_size
+
+    def behaviour(params, version: int, index: int):
+        return params if version == index else act_params(params, jnp.int32(index * batch_size))
+
+    return behaviour
 
 
 def compile_pipeline(c: Components, placement: Placement, state: TrainState, start: int = 0):
@@ -75,18 +114,28 @@ def compile_pipeline(c: Components, placement: Placement, state: TrainState, sta
         raise
 
 
-def _param_store(state: TrainState, start: int, saved: dict | None) -> ParamStore:
-    """Versions count updates. A resumed lag-1 run needs version start-1 too: its next rollout uses it."""
-    behaviour = (saved or {}).get("extra", {}).get("behaviour_params")
-    if start == 0:
-        store = ParamStore()
-    else:
-        store = ParamStore(first_version=start - 1)
-        # a fused-mode checkpoint holds no older params: the current ones stand in (not bit-exact)
-        previous = state.learner.params if behaviour is None else \
-            serialization.from_state_dict(state.learner.params, behaviour)
-        store.publish(previous)
-    store.publish(state.learner.params)
+def older_version_needed(lag: Lag, done: int, sync_interval: int) -> int | None:
+    """The version older than `done` that rollout `done` acts with (lag 1: done - 1; with
+    sync_interval N > 1 the last published one), else None: what a checkpoint at `done` keeps
+    beside the learner (`behaviour_params`) for an exact resume."""
+    needed = lag.version_for(done, sync_interval)
+    if needed is None:  # latest: the newest version published by `done`
+        needed = done // sync_interval * sync_interval
+    return needed if needed < done else None
+
+
+def _param_store(state: TrainState, start: int, saved: dict | None, lag: Lag, sync_interval: int) -> ParamStore:
+    """Versions count updates (the learner publishes those that are multiples of sync_interval). A
+    resumed run also needs the older version its next rollout acts with (`older_version_needed`)."""
+    store = ParamStore()
+    older = older_version_needed(lag, start, sync_interval) if start > 0 else None
+    if older is not None:
+        behaviour = (saved or {}).get("extra", {}).get("behaviour_params")
+        # a checkpoint without them (the fused mode's) holds no older params: the current ones stand in (not bit-exact)
+        store.publish(state.learner.params if behaviour is None else
+                      serialization.from_state_dict(state.learner.params, behaviour), version=older)
+    if start % sync_interval == 0:
+        store.publish(state.learner.params, version=start)
     return store
 
 
@@ -174,16 +223,20 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
     lag = Lag.parse(cfg.lag)
     compile_start = time.perf_counter()
     start = done = run.start_update
+    behaviour = behaviour_hook(c, state)
     actor, learn = compile_pipeline(c, run.placement, state, start)
     compile_s = time.perf_counter() - compile_start
 
     sync_at = set(run.schedule.remaining(start))
-    store = _param_store(state, start, saved)
+    interval = cfg.sync_interval
+    store = _param_store(state, start, saved, lag, interval)
+    published = 0
     learner, rollout_state = state.learner, state.rollout
     accounting = PipelineAccounting(start, cfg.num_updates, cfg.num_seeds * cfg.batch_size)
     with actor_closed(actor), RolloutWorker(actor.collect, rollout_state, store, lag=lag,
                                             num_rollouts=cfg.num_updates - start, buffer_size=cfg.buffer_size,
-                                            first_index=start, timings=actor.timings) as worker:
+                                            first_index=start, timings=actor.timings, sync_interval=interval,
+                                            behaviour=behaviour) as worker:
         for k in range(start, cfg.num_updates):
             accounting.start_iteration(k, run.host_s)
             wait_start = time.perf_counter()
@@ -193,24 +246,28 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
             # only the metrics come to the host: the learner state stays on the device
             learner, metrics, update_finite, params_finite = learn(learner, item.trajectory)
             metrics, update_finite, params_finite = jax.device_get((metrics, update_finite, params_finite))
-            store.publish(learner.params)
-            update_s = time.perf_counter() - update_start
             rollout_state, done = item.rollout_state, k + 1
+            if done % interval == 0:
+                store.publish(learner.params, version=done)
+                published += 1
+            update_s = time.perf_counter() - update_start
             accounting.add(k, metrics, update_finite, {
                 "policy_lag": k - item.version, "learner_wait_s": learner_wait_s,
                 "actor_wait_s": item.actor_wait_s, "rollout_s": item.rollout_s, "update_s": update_s,
                 **{f: item.timings.get(f, 0.0) for f in HOST_TIMING_FIELDS}})
             if done not in sync_at:
                 continue
+            # the next rollout may be collected with an older version (lag 1, or a sync interval):
+            # keep it for an exact resume
+            older = None if lag is Lag.LATEST else older_version_needed(lag, done, interval)
             stop = run.sync(accounting.window(done, params_finite),
                             TrainState(learner=learner, rollout=actor.to_learner(rollout_state)),
                             counters={"params_version": store.version},
-                            # the next rollout (lag 1) is collected with the previous version: keep it
-                            # for an exact resume
-                            extra_state={"behaviour_params": serialization.to_state_dict(store.get(done - 1))}
-                            if lag is Lag.ONE else None)
+                            extra_state=None if older is None else
+                            {"behaviour_params": serialization.to_state_dict(store.get(older))})
             if stop:
                 break
     return TrainState(learner=learner, rollout=actor.to_learner(rollout_state)), {
         "compile_s": compile_s, "updates_done": done, "lag": cfg.lag, "params_version": store.version,
+        "sync_interval": interval, "params_published": published,
         **accounting.summary(run.host_s)}

@@ -51,17 +51,7 @@ def build(cfg: TrainConfig, backend: str | None = None) -> Components:
         return _build_host(cfg, backend)
     env, env_params = make_env(cfg.env)
     obs_shape = observation_shapes(env.observation_space(env_params))
-    q_values = sac_nets = None
-    if cfg.algo == "dqn":
-        policy, q_values = make_q_policy(cfg.network, obs_shape, env.action_space(env_params))
-        q_values = at_matmul_precision(q_values, cfg.matmul_precision)
-    elif cfg.algo == "sac":
-        policy, sac_nets = make_sac_policy(cfg.network, obs_shape, env.action_space(env_params))
-        sac_nets = sac_nets._replace(actor=at_matmul_precision(sac_nets.actor, cfg.matmul_precision),
-                                     critic=at_matmul_precision(sac_nets.critic, cfg.matmul_precision))
-    else:
-        policy = make_policy(cfg.network, obs_shape, env.action_space(env_params))
-    policy = with_matmul_precision(policy, cfg.matmul_precision)
+    policy, q_values, sac_nets = _policy(cfg, obs_shape, env.action_space(env_params))
     speed = resolve_speed(cfg, backend)
     rollout = make_rollout(env, env_params, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps,
                            gamma=cfg.learner.gamma, gae_lambda=cfg.learner.gae_lambda,
@@ -72,16 +62,30 @@ def build(cfg: TrainConfig, backend: str | None = None) -> Components:
     return Components(cfg, env, env_params, policy, rollout, algo, evaluate, speed)
 
 
+def _policy(cfg: TrainConfig, obs_shape, action_space) -> tuple[Policy, Callable | None, Any]:
+    """The algorithm's policy, and its learner's own networks: the Q-network (dqn) or SAC's nets."""
+    q_values = sac_nets = None
+    if cfg.algo == "dqn":
+        policy, q_values = make_q_policy(cfg.network, obs_shape, action_space)
+        q_values = at_matmul_precision(q_values, cfg.matmul_precision)
+    elif cfg.algo == "sac":
+        policy, sac_nets = make_sac_policy(cfg.network, obs_shape, action_space)
+        sac_nets = sac_nets._replace(actor=at_matmul_precision(sac_nets.actor, cfg.matmul_precision),
+                                     critic=at_matmul_precision(sac_nets.critic, cfg.matmul_precision))
+    else:
+        policy = make_policy(cfg.network, obs_shape, action_space)
+    return with_matmul_precision(policy, cfg.matmul_precision), q_values, sac_nets
+
+
 def _build_host(cfg: TrainConfig, backend: str | None) -> Components:
     """A host env's pieces (`envs/host.py`): `env` is its `HostEnvSpec`, `rollout` a `HostRollout`
     (stepped by the async mode's actor thread), `evaluate` a `HostEvaluator` on envs of its own."""
     spec = make_host_env(cfg.env)
-    policy = make_policy(cfg.network, observation_shapes(spec.observation_space), spec.action_space)
-    policy = with_matmul_precision(policy, cfg.matmul_precision)
+    policy, q_values, sac_nets = _policy(cfg, observation_shapes(spec.observation_space), spec.action_space)
     speed = resolve_speed(cfg, backend)
     rollout = HostRollout(spec, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps, gamma=cfg.learner.gamma,
                           gae_lambda=cfg.learner.gae_lambda, gae_scan=speed.gae_scan, normalize_obs=cfg.normalize_obs)
-    algo = make_algorithm(cfg, policy, None, unroll=speed.update_unroll)
+    algo = make_algorithm(cfg, policy, q_values, unroll=speed.update_unroll, sac_nets=sac_nets)
     return Components(cfg, spec, None, policy, rollout, algo, HostEvaluator(rollout, cfg.eval_episodes), speed)
 
 

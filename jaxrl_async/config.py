@@ -227,11 +227,13 @@ class TrainConfig:
     num_seeds: int = 1
     """Independent seeds trained side by side (vmapped in one jit)."""
     mode: Literal["fused", "async"] = "fused"
-    """'fused': K iterations per jit call; 'async': a rollout thread overlaps acting with learning."""
+    """'fused': K iterations per jit call; 'async': a rollout thread overlaps acting with learning (dqn, sac: the actor hands each fragment to the learner, which adds it to the replay buffer and takes replay_ratio gradient steps)."""
     lag: Literal["0", "1", "latest"] = "1"
     """Async mode: params the actor uses for rollout k: '0' version k (lock step, identical to fused), '1' version k-1 (overlapped, deterministic), 'latest' (free-running)."""
     buffer_size: int = 1
     """Async mode: rollouts the actor may hold ready for the learner (1 = double buffering)."""
+    sync_interval: int = 1
+    """Async mode: updates between the learner's publications of its params to the actor (1 = after every update); the lag policies round the version they wait for down to a published one, so with N > 1 the actor acts with params up to N - 1 (lag 0) or N (lag 1) updates old, and only N = 1 with lag 0 matches the fused mode."""
     actor_device: Literal["default", "cpu"] = "default"
     """Async mode: where the actor runs the policy: 'default' the learner's device; 'cpu' a host CPU device of its own (on a GPU machine the CPU acts while the GPU learns; on a CPU-only machine a core of its own)."""
     num_actors: int = 1
@@ -285,6 +287,8 @@ class TrainConfig:
                self.devices, "use a count >= 1 or 'all'")
         _check(self.lag in ("0", "1", "latest"), "lag", self.lag, "choose 0, 1 or latest")
         _check(self.buffer_size >= 1, "buffer_size", self.buffer_size, "must be >= 1")
+        _check(isinstance(self.sync_interval, int) and self.sync_interval >= 1, "sync_interval", self.sync_interval,
+               "must be a count of updates >= 1 (1: publish the params after every update)")
         _check(self.actor_device in ("default", "cpu"), "actor_device", self.actor_device, "choose default or cpu")
         _check(self.num_actors >= 1, "num_actors", self.num_actors, "must be >= 1")
         _check(self.num_envs % self.num_actors == 0, "num_actors", self.num_actors,
@@ -294,6 +298,8 @@ class TrainConfig:
                    "the fused mode acts and learns in one program on one device: use --mode async")
             _check(self.num_actors == 1, "num_actors", self.num_actors,
                    "the fused mode has no actor threads: use --mode async")
+            _check(self.sync_interval == 1, "sync_interval", self.sync_interval,
+                   "the fused mode acts with the newest params, publishing nothing: use --mode async")
         _check(self.eval_episodes >= 1, "eval_episodes", self.eval_episodes, "must be >= 1")
         for name in ("eval_interval", "checkpoint_interval"):
             value = getattr(self, name)
@@ -329,8 +335,6 @@ class TrainConfig:
         _check(self.mode == "async", "mode", self.mode,
                f"env={self.env!r} is a host env, stepped on the host by the async mode's actor thread, not inside "
                "one jitted program: use --mode async (the CLI picks it for a host env by itself)")
-        _check(self.algo not in OFF_POLICY_ALGOS, "algo", self.algo,
-               "host envs train the on-policy learners (ppo, a2c, reinforce, impala): the async mode has no replay")
         _check(self.num_seeds == 1, "num_seeds", self.num_seeds,
                "host envs train one seed per process: run one process per seed")
         _check(not (self.normalize_obs and self.num_actors > 1), "normalize_obs", self.normalize_obs,
@@ -340,8 +344,6 @@ class TrainConfig:
     def _check_off_policy(self) -> None:
         """A replay learner's own rules (its minibatches are sampled from the buffer, so the
         on-policy minibatch rule does not apply)."""
-        _check(self.mode == "fused", "mode", self.mode,
-               f"algo={self.algo!r} runs in the fused mode only (the async pipeline has no replay yet): use --mode fused")
         _check(not self.normalize_obs, "normalize_obs", self.normalize_obs,
                f"algo={self.algo!r} replays stored observations, which running statistics would make stale: "
                "use --no-normalize-obs")

@@ -14,6 +14,13 @@ trajectory)` is any jitted function. Lag policies (which params rollout k uses):
 - `0`: version k, the newest: lock step, deterministic, identical to the fused mode;
 - `1`: version k - 1 (0 for the first two): deterministic, acting overlaps learning;
 - `latest`: whatever is newest when the rollout starts: fastest, not reproducible.
+
+Versions count updates. A learner that publishes only every `sync_interval` = N updates
+(`store.publish(params, version=k)` for k a multiple of N) has its fixed lags rounded down
+to the published versions: rollout k uses version N floor(k / N) (lag 0) or
+N floor((k - 1) / N) (lag 1). `behaviour(params, version, index)`, if given, turns the
+published params into those rollout `index` acts with (e.g. an exploration rate that follows
+the env steps taken rather than the version's).
 """
 
 from __future__ import annotations
@@ -48,12 +55,13 @@ class Lag(enum.Enum):
             raise ValueError(f"lag={str(value)!r} is invalid: choose one of "
                              f"{', '.join(lag.value for lag in cls)}") from None
 
-    def version_for(self, index: int) -> int | None:
-        """The params version rollout `index` must use; None: the latest published."""
+    def version_for(self, index: int, sync_interval: int = 1) -> int | None:
+        """The params version rollout `index` must use when versions are published every
+        `sync_interval` updates; None: the latest published."""
         if self is Lag.LOCKSTEP:
-            return index
+            return index // sync_interval * sync_interval
         if self is Lag.ONE:
-            return max(index - 1, 0)
+            return max(index - 1, 0) // sync_interval * sync_interval
         return None
 
 
@@ -80,16 +88,23 @@ class ParamStore:
         self._reference: Any = None
         self._changed = threading.Condition()
 
-    def publish(self, params: Any) -> int:
+    def publish(self, params: Any, version: int | None = None) -> int:
+        """Publish `params` as `version` (default: the newest + 1, or `first_version`); versions
+        may skip (a learner that publishes every N updates numbers them by update) but never
+        go backwards."""
         params = jax.block_until_ready(params)
         if self._reference is None:
             self._reference = jax.tree.map(lambda x: jax.ShapeDtypeStruct(*leaf_spec(x)), params)
         else:
             check_same_tree(self._reference, params)
         with self._changed:
-            version = self._first_version if self._latest is None else self._latest[0] + 1
+            if version is None:
+                version = self._first_version if self._latest is None else self._latest[0] + 1
+            elif self._latest is not None and version <= self._latest[0]:
+                raise ValueError(f"version {version} must be newer than the latest published, {self._latest[0]}")
             self._recent[version] = params
-            self._recent.pop(version - self._history, None)
+            for old in sorted(self._recent)[:-self._history]:  # keep the newest `history` versions
+                del self._recent[old]
             self._latest = (version, params)  # the one atomic rebinding readers see
             self._changed.notify_all()
         return version
@@ -148,13 +163,20 @@ class RolloutWorker:
 
     def __init__(self, collect: Callable, rollout_state: Any, store: ParamStore, *, lag: Lag | str | int = Lag.ONE,
                  num_rollouts: int | None = None, buffer_size: int = 1, first_index: int = 0,
-                 join_timeout_s: float = 60.0, timings: Callable[[], dict] | None = None):
+                 join_timeout_s: float = 60.0, timings: Callable[[], dict] | None = None,
+                 sync_interval: int = 1, behaviour: Callable[[Any, int, int], Any] | None = None):
         """`timings()`, if given, is called after each collect (in the actor's thread) and its dict
-        travels with the rollout (`RolloutItem.timings`)."""
+        travels with the rollout (`RolloutItem.timings`). `sync_interval`: the learner publishes
+        every that many versions (the fixed lags wait for published ones); `behaviour(params,
+        version, index)`, if given, makes the params rollout `index` acts with (timed with it)."""
         lag = Lag.parse(lag)
         if buffer_size < 1:
             raise ValueError(f"buffer_size={buffer_size} must be >= 1")
+        if sync_interval < 1:
+            raise ValueError(f"sync_interval={sync_interval} must be >= 1")
         self.lag = lag
+        self._sync_interval = sync_interval
+        self._behaviour = behaviour
         self._collect = collect
         self._timings = timings
         self._state = rollout_state
@@ -185,11 +207,13 @@ class RolloutWorker:
             while not self._stop.is_set() and (self._num_rollouts is None
                                                or index < self._first_index + self._num_rollouts):
                 wait_start = time.perf_counter()
-                wanted = self.lag.version_for(index)
+                wanted = self.lag.version_for(index, self._sync_interval)
                 version, params = (self._store.latest() if wanted is None
                                    else self._store.wait_for(wanted, self._stop))
                 actor_wait_s = blocked_s + time.perf_counter() - wait_start
                 start = time.perf_counter()
+                if self._behaviour is not None:
+                    params = self._behaviour(params, version, index)
                 self._state, trajectory = self._collect(params, self._state)
                 jax.block_until_ready(trajectory)
                 rollout_s = time.perf_counter() - start

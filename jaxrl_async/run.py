@@ -249,6 +249,9 @@ class Run:
             record[name] = metrics_lib.seed_mean(value)
         if cfg.num_seeds > 1:
             record["episode_return_per_seed"] = np.asarray(means["episode_return_mean"]).tolist()
+        if "gradient_steps" in window.sums:  # a replay learner (dqn, sac): its replay ratio, as held
+            record.update(replay_rates(float(np.sum(window.sums["gradient_steps"])),
+                                       cfg.num_seeds * window.num_iterations * cfg.batch_size, window.elapsed_s))
         return record
 
 
@@ -271,6 +274,15 @@ def _evaluate_at(evaluate: Callable[..., EvalResult], seed: int, num_seeds: int,
     keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, EVAL_STREAM), updates))(
         seed_keys(seed, num_seeds))
     return over_seeds(lambda p, s, k: evaluate(p, s, k, greedy=greedy), num_seeds)(params, obs_stats, keys)
+
+
+def replay_rates(gradient_steps: float, samples: int, elapsed_s: float) -> dict:
+    """A replay learner's rates over a stretch of training, all seeds together:
+    `gradient_steps_per_second` and `samples_per_gradient_step` (env transitions added to the
+    buffers per gradient step: num_envs*num_steps / replay_ratio once learning has started;
+    None while no gradient step was taken)."""
+    return {"gradient_steps_per_second": gradient_steps / elapsed_s if elapsed_s > 0 else None,
+            "samples_per_gradient_step": samples / gradient_steps if gradient_steps > 0 else None}
 
 
 def seed_means(per_seed: dict) -> dict:

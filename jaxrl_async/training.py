@@ -25,7 +25,7 @@ from jaxrl_async.components import Components, build, initial_states
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.evaluate import EvalResult
 from jaxrl_async.fused import train_fused
-from jaxrl_async.run import Run, TrainingDiverged, restore_training_state
+from jaxrl_async.run import Run, TrainingDiverged, replay_rates, restore_training_state
 from jaxrl_async.sharding import Placement
 from jaxrl_async.types import TrainState
 
@@ -88,6 +88,7 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
                   f"buffer refills from empty and learning waits for {cfg.dqn.learning_starts} transitions, so "
                   "this run will not match one that never stopped", flush=True)
     state = placement.place(state)
+    gradient_steps_before = _gradient_steps(state)
     if console and placement.num_devices > 1:
         print(f"placement: {placement.describe()}", flush=True)
     with Run.create(cfg, c.evaluate, placement, console=console, resume=saved, stop_after=stop_after_updates,
@@ -114,6 +115,9 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
                            best_eval_return=run.best_eval_return, eval_checkpoint_s=run.host_s,
                            devices=placement.num_devices, sharding=placement.layout, speed=c.speed.as_dict(),
                            **timing)
+    if gradient_steps_before is not None:  # a replay learner (dqn, sac)
+        summary.update(replay_summary(cfg, state, _gradient_steps(state) - gradient_steps_before,
+                                      done - run.start_update, timing["train_s"]))
     if saved is not None and saved["replay_refilled"]:
         summary["replay_refilled"] = True  # resumed from a checkpoint without the replay buffer
     run_dir_lib.write_json(os.path.join(run.run_dir, run_dir_lib.SUMMARY_FILE), summary)
@@ -123,6 +127,24 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
               f"(per seed {[round(r, 2) for r in summary['final_eval_return']]})"
               + ("" if stochastic is None else f", stochastic {stochastic:.2f}") + f"; run dir {run.run_dir}")
     return TrainResult(summary, state, run.run_dir, run.last_eval)
+
+
+def _gradient_steps(state: TrainState) -> int | None:
+    """Gradient steps taken so far, all seeds together; None for a learner without replay."""
+    steps = getattr(state.learner, "gradient_steps", None)
+    return None if steps is None else int(np.sum(jax.device_get(steps)))
+
+
+def replay_summary(cfg: TrainConfig, state: TrainState, gradient_steps: int, updates_trained: int,
+                   train_s: float) -> dict:
+    """summary.json's replay figures: the rates over the steady-state training loop
+    (`run.replay_rates`), the gradient steps this process took and the final buffer fill
+    (transitions held / capacity, mean over seeds)."""
+    buffer = state.learner.replay
+    capacity_rows = jax.tree.leaves(buffer.storage)[0].shape[1] if jax.tree.leaves(buffer.storage) else 0
+    fill = float(np.mean(jax.device_get(buffer.size))) / capacity_rows if capacity_rows else 0.0
+    return {**replay_rates(gradient_steps, cfg.num_seeds * updates_trained * cfg.batch_size, train_s),
+            "gradient_steps": gradient_steps, "replay_fill": fill}
 
 
 def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *, wall_s: float,

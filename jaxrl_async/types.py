@@ -108,7 +108,15 @@ class Algorithm(NamedTuple):
 
     init(key, hparams) -> LearnerState
     update(LearnerState, Trajectory) -> (LearnerState, dict of scalar metrics)
+    behaviour(params, env_steps) -> params   (optional)
+
+    `behaviour`, where a learner has one, gives the params the rollout acts with after
+    `env_steps` env steps per seed (`[]` int32) from params published earlier: the parts of the
+    behaviour policy that follow the env steps taken (DQN's epsilon, SAC's random warm-up), so
+    an async actor whose params are a version behind acts as the fused mode would. It keeps
+    the params' shapes (any leading seed axis included).
     """
 
     init: Callable[..., LearnerState]
     update: Callable[[LearnerState, Trajectory], tuple[LearnerState, dict]]
+    behaviour: Callable[[Any, Any], Any] | None = None

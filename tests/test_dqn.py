@@ -178,13 +178,13 @@ def test_eval_command_reads_a_checkpoint_without_the_buffer(tiny_config):
 
 
 @pytest.mark.parametrize("flags, must_mention", [
-    (["--mode", "async"], ["mode='async'", "--mode fused"]),
+    (["--sync-interval", "2"], ["sync_interval=2", "--mode async"]),
     (["--normalize-obs"], ["normalize_obs", "--no-normalize-obs"]),
     (["--env", "Pendulum-v1"], ["Discrete", "--algo ppo"]),
     (["--replay-capacity", "16"], ["replay_capacity=16", "512"]),
     (["--target-update-tau", "0"], ["target_update_tau=0.0", "(0, 1]"]),
     (["--epsilon-end", "1.5"], ["epsilon_end=1.5", "[0, 1]"]),
-], ids=["async", "normalize-obs", "box-actions", "capacity-below-a-rollout", "tau", "epsilon"])
+], ids=["sync-interval-fused", "normalize-obs", "box-actions", "capacity-below-a-rollout", "tau", "epsilon"])
 def test_bad_dqn_input_exits_2_naming_the_field(flags, must_mention, capsys, tmp_path):
     from jaxrl_async.cli import main
 

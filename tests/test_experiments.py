@@ -86,6 +86,17 @@ def test_fused_vs_async_smoke(tmp_path, capsys):
         assert f"| {label} | " in out
 
 
+def test_offpolicy_async_smoke(tmp_path, capsys):
+    from experiments import offpolicy_async
+
+    results = offpolicy_async.main(["--total-timesteps", "512", "--repeats", "1", "--run-dir", str(tmp_path)])
+    assert set(results) == {"fused", "async lag 1", "host async lag 1"}
+    assert results["async lag 1"][0]["policy_lag_mean"] == 0.5  # 2 fragments: versions 0 and 0
+    assert (tmp_path / "offpolicy_async.json").stat().st_size > 0
+    out = capsys.readouterr().out
+    assert "host async lag 1" in out and "grad steps/s" in out
+
+
 def test_recurrent_pomdp_smoke(tmp_path, capsys):
     from experiments import recurrent_pomdp
 

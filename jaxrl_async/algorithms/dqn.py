@@ -160,4 +160,8 @@ def make_dqn(cfg, dqn_cfg, policy: Policy, q_values: Callable, *, num_updates: i
                    "gradient_steps": jnp.where(ready, dqn_cfg.replay_ratio, 0).astype(jnp.float32)}
         return state, metrics
 
-    return Algorithm(init, update)
+    def behaviour(params, env_steps):
+        # the epsilon of the env steps taken, whatever update the params come from (async lag >= 1)
+        return params.replace(epsilon=jnp.broadcast_to(epsilon(env_steps), params.epsilon.shape))
+
+    return Algorithm(init, update, behaviour)

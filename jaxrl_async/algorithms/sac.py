@@ -205,4 +205,9 @@ def make_sac(cfg, dqn_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_update
                    "gradient_steps": jnp.where(ready, dqn_cfg.replay_ratio, 0).astype(jnp.float32)}
         return state, metrics
 
-    return Algorithm(init, update)
+    def behaviour(params, env_steps):
+        # the warm-up ends with the first update that finds learning_starts transitions, which
+        # params a version behind do not know yet (async lag >= 1)
+        return params.replace(random_actions=params.random_actions & (env_steps < dqn_cfg.learning_starts))
+
+    return Algorithm(init, update, behaviour)

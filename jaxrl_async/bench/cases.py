@@ -20,7 +20,7 @@ from jaxrl_async.advantages import batched_gae, batched_vtrace
 from jaxrl_async.bench.measure import Timing, time_jitted
 from jaxrl_async.bench.hlo_ops import count_ops
 from jaxrl_async.components import build, init_state, initial_states
-from jaxrl_async.config import LearnerConfig, TrainConfig
+from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.fused import fused_program
 from jaxrl_async.metrics import METRICS_FILE
 from jaxrl_async.schedule import chunk_plan
@@ -135,6 +135,12 @@ def gae_placement(quick: bool, repeats: int) -> dict:
 # drift in the machine's speed hits each of them alike.
 REFERENCE = dict(env="CartPole-v1", num_envs=4, num_steps=128, total_timesteps=500_000)
 LARGE = dict(env="CartPole-v1", num_envs=256, num_steps=32, total_timesteps=2_000_000)
+# DQN, experiments/dqn_cartpole.py's config (128 gradient steps of batch 64 per 8 x 32 fragment), 100k steps
+DQN_CARTPOLE = dict(env="CartPole-v1", algo="dqn", num_envs=8, num_steps=32, total_timesteps=100_000,
+                    network=NetworkConfig(hidden_sizes=(64, 64), activation="relu"),
+                    learner=LearnerConfig(learning_rate=2.3e-3, max_grad_norm=10.0),
+                    dqn=DQNConfig(learning_starts=1_000, replay_ratio=128, replay_batch_size=64,
+                                  target_update_period=128, epsilon_end=0.04, epsilon_decay_fraction=0.16))
 
 
 def _timed_run(cfg: TrainConfig, tmp: str, **changes) -> tuple[dict, list[float]]:
@@ -205,12 +211,16 @@ def _e2e_variants(quick: bool) -> dict[str, TrainConfig]:
         if len(jax.devices("cpu")) >= 2:  # the actor on a core of its own (`jaxrl-async bench` makes cores devices)
             variants[f"e2e/{label}/async-lag1-actor-cpu/seeds=1"] = TrainConfig(
                 **base, mode="async", lag="1", actor_device="cpu", devices=1)
+    if not quick:  # a replay learner: fused against the async actor one version behind (issue #16)
+        variants["e2e/dqn-8x32/fused/seeds=1"] = TrainConfig(**DQN_CARTPOLE, devices=1)
+        variants["e2e/dqn-8x32/async-lag1/seeds=1"] = TrainConfig(**DQN_CARTPOLE, devices=1, mode="async", lag="1")
     return variants
 
 
 def end_to_end(quick: bool, repeats: int) -> dict:
     results = _train_rows(_e2e_variants(quick), _rounds(quick, repeats),
-                          ("final_eval_return_mean", "overlap_efficiency", "learner_wait_fraction", "policy_lag_mean"))
+                          ("final_eval_return_mean", "overlap_efficiency", "learner_wait_fraction", "policy_lag_mean",
+                           "gradient_steps_per_second"))
     for key, row in results.items():
         if "/async-" in key:
             fused = results[key.split("/async-")[0] + "/fused/seeds=1"]
