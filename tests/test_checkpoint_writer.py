@@ -49,14 +49,17 @@ def content(state, updates: int = 7) -> dict:
 
 @pytest.fixture
 def slow_writes(monkeypatch):
-    """Every checkpoint file waits WRITE_DELAY_S before it is written (the real write follows)."""
-    write = ckpt.write_atomic
+    """Every checkpoint file waits WRITE_DELAY_S before it is written (the real write follows);
+    yields the list of the paths whose write has started."""
+    write, started = ckpt.write_atomic, []
 
     def slowed(path, data):
+        started.append(path)
         time.sleep(WRITE_DELAY_S)
         write(path, data)
 
     monkeypatch.setattr(ckpt, "write_atomic", slowed)
+    return started
 
 
 def leaves_bytes(tree) -> list[bytes]:
@@ -162,11 +165,13 @@ def test_the_last_checkpoint_is_on_disk_when_the_run_returns(tiny_config, slow_w
     assert ckpt.load(final)["counters"]["updates"] == cfg.num_updates
     assert leaves_bytes(ckpt.load(final)["state"]["learner"]["params"]) == leaves_bytes(result.state.learner.params)
     assert not any(name.endswith(".tmp") for name in os.listdir(ckpt.checkpoint_dir(cfg.run_dir)))
-    assert result.summary["checkpoint_write_s"] >= WRITE_DELAY_S * (cfg.num_updates // 4)
+    # every write that started had finished when the summary was made
+    assert result.summary["checkpoint_write_s"] >= WRITE_DELAY_S * len(slow_writes)
+    assert len(slow_writes) > cfg.num_updates // 4  # the numbered checkpoints and the best one
 
 
 def test_ctrl_c_waits_for_its_checkpoint(tiny_config, slow_writes, capsys):
-    cfg = tiny_config(**{**RUN, "total_timesteps": 200 * 32}, eval_interval=0, checkpoint_interval=0)
+    cfg = tiny_config(**{**RUN, "total_timesteps": 200 * 32, "eval_interval": 0}, checkpoint_interval=0)
     metrics = os.path.join(cfg.run_dir, "metrics.jsonl")
 
     def interrupt_once_logging():
