@@ -168,6 +168,7 @@ def test_the_last_checkpoint_is_on_disk_when_the_run_returns(tiny_config, slow_w
     # every write that started had finished when the summary was made
     assert result.summary["checkpoint_write_s"] >= WRITE_DELAY_S * len(slow_writes)
     assert len(slow_writes) > cfg.num_updates // 4  # the numbered checkpoints and the best one
+    assert not [t for t in threading.enumerate() if t.name == "checkpoint-writer"]  # stopped with the run
 
 
 def test_ctrl_c_waits_for_its_checkpoint(tiny_config, slow_writes, capsys):
