@@ -62,6 +62,10 @@ def slow_writes(monkeypatch):
     return started
 
 
+def writer_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "checkpoint-writer" and t.is_alive()}
+
+
 def leaves_bytes(tree) -> list[bytes]:
     return [np.asarray(leaf).tobytes() for leaf in jax.tree.leaves(tree)]
 
@@ -98,7 +102,7 @@ def test_at_most_one_write_in_flight(state, tmp_path):
     assert not os.path.exists(tmp_path / "b.ckpt")
     release.set()
     second.join(60)
-    writer.wait()
+    writer.close()
     assert ckpt.load(str(tmp_path / "b.ckpt"))["counters"] == {"updates": 2}  # ... then writes
 
 
@@ -159,6 +163,7 @@ def test_process_killed_mid_write_leaves_the_previous_checkpoint_readable(tmp_pa
 
 def test_the_last_checkpoint_is_on_disk_when_the_run_returns(tiny_config, slow_writes):
     cfg = tiny_config(**RUN, keep_checkpoints=2)
+    writers_before = writer_threads()
     result = train(cfg, console=False)
     final = ckpt.numbered_path(cfg.run_dir, cfg.num_updates)
     assert ckpt.list_checkpoints(cfg.run_dir) == [ckpt.numbered_path(cfg.run_dir, cfg.num_updates - 4), final]
@@ -168,7 +173,7 @@ def test_the_last_checkpoint_is_on_disk_when_the_run_returns(tiny_config, slow_w
     # every write that started had finished when the summary was made
     assert result.summary["checkpoint_write_s"] >= WRITE_DELAY_S * len(slow_writes)
     assert len(slow_writes) > cfg.num_updates // 4  # the numbered checkpoints and the best one
-    assert not [t for t in threading.enumerate() if t.name == "checkpoint-writer"]  # stopped with the run
+    assert writer_threads() == writers_before  # the run's writer thread stopped with the run
 
 
 def test_ctrl_c_waits_for_its_checkpoint(tiny_config, slow_writes, capsys):
