@@ -11,6 +11,10 @@ statistics), every PRNG key — and extras such as the best evaluation so far. T
 checksum turns a truncated or bit-flipped file into a clear error instead of
 silently wrong numbers. Files are written to a temporary name, flushed, fsynced
 and renamed, so a crash leaves either the old file or the new one, never half.
+
+A run writes its checkpoints with a `CheckpointWriter`: the state is copied to the host
+at the sync (`host_content`), and the serialisation, the write, the fsync and the rename
+run on a background thread while training goes on, one write in flight at a time.
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import queue
 import re
-from typing import Any
+import threading
+import time
+from typing import Any, Callable
 
+import jax
 import msgpack
 from flax import serialization
 
@@ -113,12 +121,119 @@ def decode(data: bytes, path: str = "<bytes>") -> dict:
     return content
 
 
+def content_of(*, state: Any, config: dict, counters: dict, extra: dict | None = None) -> dict:
+    """What a checkpoint holds: `state` (any flax-serialisable pytree) as a state dict."""
+    return {"config": config, "counters": counters, "state": serialization.to_state_dict(state),
+            "extra": extra or {}}
+
+
+def host_content(*, state: Any, config: dict, counters: dict, extra: dict | None = None) -> dict:
+    """`content_of` with every array copied to the host (NumPy), so that it can be serialised
+    while the device buffers move on (the next fused call donates them). Encodes to the same
+    bytes as the device arrays would."""
+    content = content_of(state=state, config=config, counters=counters, extra=extra)
+    content["state"], content["extra"] = jax.device_get((content["state"], content["extra"]))
+    return content
+
+
 def save(path: str, *, state: Any, config: dict, counters: dict, extra: dict | None = None) -> str:
-    """Write one checkpoint atomically; `state` is any flax-serialisable pytree."""
-    content = {"config": config, "counters": counters,
-               "state": serialization.to_state_dict(state), "extra": extra or {}}
-    write_atomic(path, encode(content))
+    """Write one checkpoint atomically, in this thread; `state` is any flax-serialisable pytree."""
+    write_atomic(path, encode(content_of(state=state, config=config, counters=counters, extra=extra)))
     return path
+
+
+class CheckpointWriteError(CheckpointError):
+    """A background checkpoint write failed (raised in the thread that waits for it)."""
+
+
+class CheckpointWriter:
+    """Writes checkpoints on a background thread, one write in flight at a time.
+
+        with CheckpointWriter() as writer:
+            writer.submit([path], host_content(state=state, ...), then=lambda: prune(run_dir, 3))
+            ...                      # training goes on while it serialises, writes and fsyncs
+            writer.wait()            # on disk now, or its error is raised here
+
+    `submit` first waits for the previous write, so at most one is in flight and writes land
+    in order. Each file is written with `write_atomic`: a crash mid-write leaves the previous
+    checkpoint readable. A failed write is raised in the caller's thread, naming the path, by
+    the next `submit`, `wait` or `close`. `encode_s` and `write_s` sum the thread's time
+    serialising and writing (write, fsync, rename); read them after `wait`.
+
+    One thread for the writer's life (started by the first `submit`, stopped by `close`):
+    starting a thread per write cost the caller 10-30 ms on a loaded 2-core machine.
+    """
+
+    _STOP = object()
+
+    def __init__(self):
+        self._jobs: queue.Queue = queue.Queue(maxsize=1)
+        self._idle = threading.Event()
+        self._idle.set()
+        self._thread: threading.Thread | None = None
+        self._error: tuple[str, BaseException] | None = None
+        self.encode_s = 0.0
+        self.write_s = 0.0
+
+    def submit(self, paths: list[str], content: dict, then: Callable[[], None] | None = None) -> None:
+        """Write `content` (host arrays: `host_content`) to each of `paths`, then call `then`
+        (in the writer's thread, after every file is in place: pruning older checkpoints)."""
+        self.wait()
+        if self._thread is None:
+            # a daemon: a write cut short by the interpreter's exit leaves the previous file (atomic)
+            self._thread = threading.Thread(target=self._serve, name="checkpoint-writer", daemon=True)
+            self._thread.start()
+        self._idle.clear()
+        self._jobs.put((list(paths), content, then))
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not self._STOP:
+            try:
+                self._write(*job)
+            finally:
+                self._idle.set()
+
+    def _write(self, paths: list[str], content: dict, then: Callable[[], None] | None) -> None:
+        path = paths[0]
+        try:
+            start = time.perf_counter()
+            data = encode(content)
+            self.encode_s += time.perf_counter() - start
+            for path in paths:
+                start = time.perf_counter()
+                write_atomic(path, data)
+                self.write_s += time.perf_counter() - start
+            if then is not None:
+                then()
+        except BaseException as error:  # handed to the waiting thread, never lost
+            self._error = (path, error)
+
+    def wait(self) -> None:
+        """Block until the write in flight (if any) is done; raise its error, if it failed."""
+        self._idle.wait()
+        if self._error is not None:
+            path, error = self._error
+            self._error = None
+            raise CheckpointWriteError(
+                f"writing checkpoint {path} failed: {type(error).__name__}: {error}; the checkpoints "
+                f"written before it are intact; check the space and permissions of "
+                f"{os.path.dirname(path) or '.'}") from error
+
+    def close(self) -> None:
+        """Wait for the write in flight (raising its error) and stop the thread."""
+        try:
+            self.wait()
+        finally:
+            if self._thread is not None:
+                self._jobs.put(self._STOP)
+                self._thread.join()
+                self._thread = None
+
+    def __enter__(self) -> "CheckpointWriter":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
 
 def load(path: str) -> dict:

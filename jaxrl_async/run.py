@@ -128,6 +128,9 @@ class Run:
         self.last_eval: EvalResult | None = None
         self.last_eval_stochastic: EvalResult | None = None  # with cfg.eval_stochastic
         self.host_s = 0.0  # evaluation, checkpoints and logging at host syncs
+        self.eval_s = 0.0  # ... of which evaluation
+        self.checkpoint_s = 0.0  # ... of which checkpoints: the copy to the host, waits for the writer
+        self._writer = ckpt.CheckpointWriter()  # serialises and writes them while training goes on
         self._sinks = sinks
         self._stop = StopRequest()
         self._stop_after = stop_after
@@ -165,10 +168,22 @@ class Run:
         self._stop.__enter__()
         return self
 
-    def __exit__(self, *exc_info) -> None:
-        self._stop.__exit__(*exc_info)
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        self._stop.__exit__(exc_type, exc, traceback)
         for sink in self._sinks:
             sink.close()
+        try:
+            self._writer.close()  # the checkpoint in flight lands before the run returns or raises
+        except ckpt.CheckpointWriteError as error:
+            if exc is None:
+                raise
+            exc.add_note(str(error))  # the error already on its way stays the one raised
+
+    def timings(self) -> dict:
+        """The host syncs' time split (summary.json): `eval_s`, `checkpoint_s` (in the loop's
+        thread), `checkpoint_encode_s` and `checkpoint_write_s` (in the writer's, beside training)."""
+        return {"eval_s": self.eval_s, "checkpoint_s": self.checkpoint_s,
+                "checkpoint_encode_s": self._writer.encode_s, "checkpoint_write_s": self._writer.write_s}
 
     # -- the sync step ---------------------------------------------------
     def sync(self, window: Window, state: TrainState, *, extra_state: dict | None = None,
@@ -189,14 +204,20 @@ class Run:
                          window.first_nonfinite_update, self.last_checkpoint)
             stopping = self._stop.requested or (self._stop_after is not None and updates >= self._stop_after)
             record = {**self._window_record(window), **window.extra}
-            if self.schedule.is_eval_point(updates):
-                self._evaluate_into(record, state, updates, extra_state, counters)
+            paths = []
+            if self.schedule.is_eval_point(updates) and self._evaluate_into(record, state, updates):
+                paths.append(os.path.join(ckpt.checkpoint_dir(self.run_dir), ckpt.BEST))
             for sink in self._sinks:
                 sink.write(record)
-            if self.schedule.is_checkpoint_point(updates) or stopping:
-                self.last_checkpoint = self._save(state, updates, ckpt.numbered_path(self.run_dir, updates),
-                                                  extra_state, counters)
-                ckpt.prune(self.run_dir, self.cfg.keep_checkpoints)
+            numbered = self.schedule.is_checkpoint_point(updates) or stopping
+            if numbered:
+                paths.append(ckpt.numbered_path(self.run_dir, updates))
+            if paths:
+                # the last sync (the run's end or a stop) waits: its checkpoint is on disk when it returns
+                self._save(state, updates, paths, extra_state, counters, numbered,
+                           wait=stopping or updates == self.schedule.num_updates)
+                if numbered:
+                    self.last_checkpoint = paths[-1]
             return stopping
         finally:
             self.host_s += time.perf_counter() - start
@@ -213,29 +234,40 @@ class Run:
         for greedy in (True, False) if self.cfg.eval_stochastic else (True,):
             self.evaluate(state, self.start_update, greedy=greedy)
 
-    def _evaluate_into(self, record: dict, state: TrainState, updates: int, extra_state, counters) -> None:
+    def _evaluate_into(self, record: dict, state: TrainState, updates: int) -> bool:
+        """Evaluate into the metrics record; True when it is the best evaluation so far."""
+        start = time.perf_counter()
         self.last_eval = self.evaluate(state, updates)
         record.update(seed_means(self.last_eval.summary_per_seed("eval")))
         if self.cfg.eval_stochastic:
             self.last_eval_stochastic = self.evaluate(state, updates, greedy=False)
             record.update(seed_means(self.last_eval_stochastic.summary_per_seed("eval_stochastic")))
         score = record.get("eval_return_mean")
-        if score is not None and (self.best_eval_return is None or score > self.best_eval_return):
+        best = score is not None and (self.best_eval_return is None or score > self.best_eval_return)
+        if best:
             self.best_eval_return = score
-            self._save(state, updates, os.path.join(ckpt.checkpoint_dir(self.run_dir), ckpt.BEST),
-                       extra_state, counters)
         record["best_eval_return"] = self.best_eval_return
+        self.eval_s += time.perf_counter() - start
+        return best
 
-    def _save(self, state: TrainState, updates: int, path: str, extra_state: dict | None,
-              counters: dict | None) -> str:
+    def _save(self, state: TrainState, updates: int, paths: list[str], extra_state: dict | None,
+              counters: dict | None, prune: bool, wait: bool) -> None:
+        """Copy the checkpoint to the host and hand it to the writer (which prunes the numbered
+        checkpoints once it is written, where `prune`); with `wait`, until it is on disk."""
+        start = time.perf_counter()
         counters = {"updates": updates, "env_steps": updates * self.cfg.batch_size, **(counters or {})}
         extra = {"best_eval_return": self.best_eval_return, **(extra_state or {})}
         if replay.holds_buffer(state):
             extra[REPLAY_SAVED] = self.cfg.dqn.checkpoint_replay
             if not self.cfg.dqn.checkpoint_replay:
                 state = replay.strip(state)
-        return ckpt.save(path, state=state, config=metrics_lib.to_jsonable(self.cfg.to_dict()),
-                         counters=counters, extra=extra)
+        content = ckpt.host_content(state=state, config=metrics_lib.to_jsonable(self.cfg.to_dict()),
+                                    counters=counters, extra=extra)
+        keep, run_dir = self.cfg.keep_checkpoints, self.run_dir
+        self._writer.submit(paths, content, then=(lambda: ckpt.prune(run_dir, keep)) if prune else None)
+        if wait:
+            self._writer.wait()
+        self.checkpoint_s += time.perf_counter() - start
 
     def _window_record(self, window: Window) -> dict:
         """One metrics.jsonl line: means over seeds (per-seed lists for the episode return)."""

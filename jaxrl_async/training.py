@@ -95,7 +95,8 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
                     wall_start=wall_start) as run:
         eval_compile_start = time.perf_counter()
         run.compile_evaluation(state)
-        setup_compile_s += time.perf_counter() - eval_compile_start
+        eval_compile_s = time.perf_counter() - eval_compile_start
+        setup_compile_s += eval_compile_s
         if cfg.mode == "fused":
             state, timing = train_fused(c, run, state)
         else:
@@ -113,6 +114,7 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     summary = make_summary(cfg, state, run.last_eval, stochastic_eval=run.last_eval_stochastic,
                            wall_s=time.perf_counter() - wall_start, updates_trained=done - run.start_update,
                            best_eval_return=run.best_eval_return, eval_checkpoint_s=run.host_s,
+                           eval_compile_s=eval_compile_s, **run.timings(),
                            devices=placement.num_devices, sharding=placement.layout, speed=c.speed.as_dict(),
                            **timing)
     if gradient_steps_before is not None:  # a replay learner (dqn, sac)
@@ -152,6 +154,12 @@ def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *
                  stochastic_eval: EvalResult | None = None, **extra) -> dict:
     """summary.json; `steps_per_second` counts the steps trained in this process (all seeds).
 
+    Where the time went: `wall_s` = `compile_s` (of which `eval_compile_s`, compiling and first
+    running the evaluation) + `train_s` + `eval_checkpoint_s` (the host syncs: `eval_s`,
+    `checkpoint_s` in the loop's thread, the metrics line) + setup; `checkpoint_encode_s` and
+    `checkpoint_write_s` are the checkpoint writer's, beside training. `eval_checkpoint_fraction`
+    is `eval_checkpoint_s / train_s`, what evaluation and checkpoints add to training.
+
     `final_eval_return*` is the greedy policy's; with `stochastic_eval` (cfg.eval_stochastic) the
     sampling policy's return, the figure peers such as PureJaxRL report, is added beside it as
     `final_eval_return_stochastic*`.
@@ -181,5 +189,7 @@ def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *
         "steps_per_second": cfg.num_seeds * updates_trained * cfg.batch_size / train_s if train_s > 0 else None,
         "params_digest": digests,
         **extra,
+        **({"eval_checkpoint_fraction": extra["eval_checkpoint_s"] / train_s}
+           if "eval_checkpoint_s" in extra and train_s > 0 else {}),
     }
 

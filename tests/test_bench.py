@@ -24,7 +24,7 @@ def test_quick_run_writes_every_case(quick_report):
     results = report["results"]
     prefixes = {key.split("/")[0] for key in results}
     assert prefixes == {"env_step", "rollout", "advantages", "update", "gae_placement", "e2e", "devices",
-                        "compile_cache", "ops_per_iteration"}
+                        "compile_cache", "ops_per_iteration", "eval_cost"}
     for key, row in results.items():
         if key.startswith(("env_step", "rollout", "advantages", "update")):
             assert row["compile_s"] > 0 and row["repeats"] >= 2
@@ -46,6 +46,10 @@ def test_quick_run_writes_every_case(quick_report):
     assert 0 < ops["gpu-defaults"]["ops_per_iteration"] < ops["cpu-defaults"]["ops_per_iteration"]
     cache = results["compile_cache/CartPole-v1/fused"]
     assert cache["cold_compile_s"] > 0 and cache["warm_compile_s"] > 0
+    cost = results["eval_cost/4x128/fused/defaults"]
+    assert cost["eval_checkpoint_pct"]["median"] == pytest.approx(100 * cost["eval_checkpoint_s"] / cost["train_s"])
+    assert 0 < cost["eval_s"] + cost["checkpoint_s"] <= cost["eval_checkpoint_s"]
+    assert cost["evaluations"] == cost["checkpoints"] == 10  # 'auto' at 40 updates: every 4th, the last included
 
 
 def test_compare_prints_ratios(quick_report, tmp_path, capsys):

@@ -23,7 +23,7 @@ from jaxrl_async.components import build, init_state, initial_states
 from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.fused import fused_program
 from jaxrl_async.metrics import METRICS_FILE
-from jaxrl_async.schedule import chunk_plan
+from jaxrl_async.schedule import Schedule, chunk_plan
 from jaxrl_async.speed import BACKEND_DEFAULTS
 
 ENV_COUNTS = (1, 16, 256, 4096)
@@ -246,6 +246,34 @@ def devices(quick: bool, repeats: int) -> dict:
     return results
 
 
+EVAL_COST_FIELDS = ("train_s", "eval_s", "eval_compile_s", "checkpoint_s", "checkpoint_encode_s",
+                    "checkpoint_write_s", "eval_checkpoint_s", "compile_s", "wall_s")
+
+
+def eval_cost(quick: bool, repeats: int) -> dict:
+    """What evaluation and checkpoints at their default settings add to training: the reference
+    config trained as a user runs it (defaults: about 10 evaluations, a checkpoint at each),
+    `eval_checkpoint_pct` = 100 * eval_checkpoint_s / train_s (issue #14 asks for <= 10), with
+    the split (summary.json's keys) and the run's rate end to end, env steps / (wall - compile)."""
+    from jaxrl_async.training import train
+
+    cfg = TrainConfig(**{**REFERENCE, "total_timesteps": 40 * 512} if quick else REFERENCE)
+    schedule = Schedule.from_config(cfg)
+    summaries = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(_rounds(quick, repeats)):
+            summaries.append(train(dataclasses.replace(cfg, run_dir=os.path.join(tmp, str(i))), console=False).summary)
+    row = {field: float(np.median([s[field] for s in summaries])) for field in EVAL_COST_FIELDS}
+    pcts = [100 * s["eval_checkpoint_s"] / s["train_s"] for s in summaries]
+    wall_rates = [s["env_steps"] / (s["wall_s"] - s["compile_s"]) for s in summaries]
+    row.update(eval_checkpoint_pct={"median": float(np.median(pcts)), "min": min(pcts), "max": max(pcts)},
+               train_steps_per_second=float(np.median([s["steps_per_second"] for s in summaries])),
+               wall_minus_compile_steps_per_second=float(np.median(wall_rates)),
+               evaluations=sum(map(schedule.is_eval_point, schedule.sync_points)),
+               checkpoints=sum(map(schedule.is_checkpoint_point, schedule.sync_points)), repeats=len(summaries))
+    return {"eval_cost/4x128/fused/defaults": row}
+
+
 _CACHE_PROBE = """
 import json, sys, jax
 jax.config.update("jax_compilation_cache_dir", sys.argv[1])
@@ -295,6 +323,6 @@ def ops_per_iteration(quick: bool, repeats: int) -> dict:
 
 CASES = {"env_step": env_step, "rollout": rollout, "advantages": advantages, "update": update,
          "gae_placement": gae_placement, "ops_per_iteration": ops_per_iteration,
-         "end_to_end": end_to_end, "devices": devices, "compile_cache": compile_cache}
+         "end_to_end": end_to_end, "devices": devices, "compile_cache": compile_cache, "eval_cost": eval_cost}
 
 __all__ = ["CASES", "Timing"]

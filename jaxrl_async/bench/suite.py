@@ -30,7 +30,7 @@ class BenchConfig:
     """Microbenchmarks and end-to-end throughput, each measured after compilation, repeated."""
 
     only: tuple[str, ...] = ()
-    """Cases to run (default all): env_step rollout advantages update gae_placement end_to_end devices compile_cache."""
+    """Cases to run (default all): env_step rollout advantages update gae_placement end_to_end devices compile_cache eval_cost."""
     quick: bool = False
     """Tiny sizes and budgets: a smoke run of every code path."""
     repeats: int = 5
@@ -81,6 +81,10 @@ def headline(row: dict) -> tuple[str, float | None, str]:
     if "ops_per_iteration" in row:
         return "ops / iteration", row["ops_per_iteration"], (
             f"{row.get('fusion_ops', 0):,} fusions, {row.get('copy_ops', 0):,} copies, {row['backend']}")
+    if "eval_checkpoint_pct" in row:
+        r = row["eval_checkpoint_pct"]
+        return "% eval+ckpt/train", r["median"], (
+            f"eval {row['eval_s']:.2f}s ckpt {row['checkpoint_s']:.2f}s / train {row['train_s']:.2f}s")
     if "speedup" in row:
         return "x faster compile", row["speedup"], f"{row['cold_compile_s']:.2f}s -> {row['warm_compile_s']:.2f}s"
     return "", None, ""
