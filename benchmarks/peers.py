@@ -137,7 +137,7 @@ def run_side(side: str, case: str, cfg: PeersConfig) -> dict:
         algo, env, preset = CASES[case].sb3
         command = [cfg.sb3_python, os.path.join(HERE, "peers_sb3.py"), side, env,
                    str(total or CASES[case].ours.total_timesteps), "0", preset, algo]
-    out = subprocess.run(command, capture_output=True, text=True)
+    out = subprocess.run(command, capture_output=True, text=True, cwd=os.path.dirname(HERE))
     if out.returncode:
         raise RuntimeError(f"{side} {case} failed ({' '.join(command)}):\n{out.stderr[-3000:]}")
     if side.startswith("ours"):

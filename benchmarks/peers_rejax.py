@@ -4,8 +4,10 @@
 to the off-policy learners; this file imports nothing of ours.
 
 usage: python benchmarks/peers_rejax.py ALGO PRESET NSEEDS REPEATS [TOTAL_TIMESTEPS]
+       python benchmarks/peers_rejax.py ALGO PRESET hlo FILE
   ALGO: ppo | dqn | sac;   PRESET: a key of PRESETS[ALGO]
   NSEEDS=0 -> jit(algo.train)(rng); k -> jit(vmap(algo.train))(k rngs)
+  hlo: write the optimised HLO of one compiled `train_iteration` to FILE (for its op count)
 
 eval_freq is the whole run and skip_initial_evaluation=True, so a timed run is training plus
 exactly ONE final evaluation (rejax's: 128 episodes, run to done or the episode limit), whose
@@ -64,7 +66,7 @@ ALGOS = {"ppo": (PPO, PPO_PRESETS), "dqn": (DQN, DQN_PRESETS), "sac": (SAC, SAC_
 
 
 def main(argv):
-    name, preset, nseeds, repeats = argv[1], argv[2], int(argv[3]), int(argv[4])
+    name, preset = argv[1], argv[2]
     cls, presets = ALGOS[name]
     cfg = dict(presets[preset])
     if len(argv) > 5:
@@ -72,6 +74,12 @@ def main(argv):
     cfg["eval_freq"] = cfg["total_timesteps"]
     cfg["skip_initial_evaluation"] = True
     algo = cls.create(**cfg)
+    if argv[3] == "hlo":
+        ts = algo.init_state(jax.random.PRNGKey(0))
+        with open(argv[4], "w") as f:
+            f.write(jax.jit(algo.train_iteration).lower(ts).compile().as_text())
+        return
+    nseeds, repeats = int(argv[3]), int(argv[4])
     per_iteration = algo.num_envs * (algo.num_steps if name == "ppo" else 1)
     iters = int(np.ceil(algo.eval_freq / per_iteration)) * int(np.ceil(algo.total_timesteps / algo.eval_freq))
     steps_per_seed = iters * per_iteration
