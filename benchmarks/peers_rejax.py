@@ -44,12 +44,6 @@ DQN_PRESETS = {
                           learning_rate=2.3e-3, max_grad_norm=10.0, gamma=0.99, ddqn=True,
                           target_update_freq=256, polyak=0.0, eps_start=1.0, eps_end=0.04,
                           exploration_fraction=0.16, total_timesteps=500_000),
-    # rejax's own MinAtar DQN config shape, used for the Breakout comparison (see peers.py)
-    "breakout_ours": dict(env="Breakout-MinAtar", agent="QNetwork", agent_kwargs=dict(activation="relu"),
-                          num_envs=8, num_epochs=4, batch_size=64, buffer_size=100_000, fill_buffer=1_000,
-                          learning_rate=2.3e-3, max_grad_norm=10.0, gamma=0.99, ddqn=True,
-                          target_update_freq=256, polyak=0.0, eps_start=1.0, eps_end=0.04,
-                          exploration_fraction=0.16, total_timesteps=1_000_000),
 }
 
 SAC_PRESETS = {
