@@ -1,0 +1,34 @@
+"""`benchmarks/peers.py`'s smoke run: our side of a peer comparison, a tiny budget, in a fresh
+process as in a real comparison (the peers' own virtualenvs are not part of the test setup)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+# `benchmarks` is a top-level folder, not part of the installed package
+ROOT = str(pathlib.Path(__file__).resolve().parents[1])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from benchmarks import peers  # noqa: E402
+
+
+def test_quick_run_reports_our_side(tmp_path, capsys):
+    out = tmp_path / "peers.json"
+    assert peers.main(["--quick", "--cases", "ppo", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())["report"]["ppo"]
+    (run,) = report["runs"]["ours"]
+    assert run["env_steps"] == 1024 and run["compile_s"] > 0 and run["steps_per_second"] > 0
+    # wall - compile holds the training loop and the final evaluation: a lower rate than the loop's
+    assert 0 < run["e2e_steps_per_second"] < run["steps_per_second"]
+    assert report["rows"]["ours"]["steps_per_second"] == run["steps_per_second"]
+    assert "ppo        ours" in capsys.readouterr().out
+
+
+def test_every_case_is_a_valid_config_of_ours():
+    for name, case in peers.CASES.items():
+        cfg = peers.ours_config(name, None, False, "unused")
+        assert cfg.eval_interval == 0 and cfg.checkpoint_interval == 0 and cfg.total_timesteps == case.ours.total_timesteps
+        assert case.rejax[0] == cfg.algo == case.sb3[0]
