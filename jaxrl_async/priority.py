@@ -8,8 +8,9 @@ the priorities in the buffer; `tests/test_priority.py` checks these against NumP
     beta     = beta_0 + (1 - beta_0) * progress     annealed linearly to 1 over the run
 
 The stored value is already p^alpha, so the draw needs no alpha, and a transition never
-sampled keeps the largest stored value seen (`add` gives it that), so it is likely drawn soon. The weights' normaliser is the sampled batch's largest weight,
-as Dopamine's and Acme's DQN do (the paper's "max_i w_i" leaves the set open; over the
+sampled keeps the largest stored value seen (`add` gives it that), so it is likely drawn
+soon. The weights' normaliser is the sampled batch's largest weight, as Dopamine's and Acme's
+DQN do (the paper's "max_i w_i" leaves the set open; over the
 whole buffer it would take one more pass over C*B cells for the smallest priority).
 
 Why prefix sums over all C*B priorities at each draw, not a sum tree: the sum tree (the
