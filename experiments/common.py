@@ -46,7 +46,7 @@ class StudyArgs:
 
 
 def parse_args(argv: list[str] | None, defaults: StudyArgs, description: str) -> StudyArgs:
-    return tyro.cli(StudyArgs, args=argv, default=defaults, description=description)
+    return tyro.cli(type(defaults), args=argv, default=defaults, description=description)
 
 
 def curve_from_metrics(path: str, x: str = "env_steps") -> tuple[np.ndarray, np.ndarray]:

@@ -121,7 +121,7 @@ class DQNConfig:
     """DQN (--algo dqn): the replay buffer, the target network and the exploration schedule.
     The learning rate, its annealing, gamma and max_grad_norm are the learner flags. The replay
     flags (replay_capacity, learning_starts, replay_ratio, replay_batch_size, n_step,
-    checkpoint_replay) are SAC's too: one buffer, one set of flags, for both off-policy learners."""
+    checkpoint_replay, priority_*) are SAC's too: one buffer, one set of flags, for both off-policy learners."""
 
     replay_capacity: int = 100_000
     """DQN, SAC: transitions the replay buffer holds per seed (rounded down to whole rows of num_envs)."""
@@ -130,7 +130,7 @@ class DQNConfig:
     replay_ratio: int = 1
     """DQN, SAC: gradient steps per iteration, i.e. per num_envs*num_steps env steps added to the buffer."""
     replay_batch_size: int = 128
-    """DQN, SAC: transitions sampled (uniformly) per gradient step."""
+    """DQN, SAC: transitions sampled (uniformly, or by priority: priority_exponent) per gradient step."""
     n_step: int = 1
     """DQN, SAC: steps in the return before bootstrapping (cut at terminations and time limits)."""
     huber_delta: float = 10.0
@@ -149,6 +149,12 @@ class DQNConfig:
     """DQN: fraction of total_timesteps over which epsilon decays linearly to epsilon_end."""
     checkpoint_replay: bool = False
     """DQN, SAC: save the replay buffer in checkpoints (a resume is then bit-identical; without it the buffer refills)."""
+    priority_exponent: float = 0.0
+    """DQN, SAC: prioritised replay's alpha: transitions are drawn in proportion to (|TD error| + priority_epsilon)^alpha (Schaul et al. 2016, proportional; 0.6 is the paper's); 0 draws uniformly, exactly as without prioritised replay."""
+    priority_weight_exponent: float = 0.4
+    """DQN, SAC: prioritised replay's beta, the importance-sampling exponent at the start of the run, annealed linearly to 1 at its end; the loss of each sampled transition is weighted by (N P)^-beta / max over the batch (unused when priority_exponent is 0)."""
+    priority_epsilon: float = 1e-6
+    """DQN, SAC: added to |TD error| before the exponent, so no written transition's priority is 0 (unused when priority_exponent is 0)."""
 
     def __post_init__(self):
         _check(self.replay_capacity >= 1, "replay_capacity", self.replay_capacity, "must be >= 1")
@@ -165,6 +171,17 @@ class DQNConfig:
             _check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "must be a probability in [0, 1]")
         _check(0.0 < self.epsilon_decay_fraction <= 1.0, "epsilon_decay_fraction", self.epsilon_decay_fraction,
                "must be in (0, 1]")
+        _check(math.isfinite(self.priority_exponent) and self.priority_exponent >= 0, "priority_exponent",
+               self.priority_exponent, "must be a finite number >= 0 (0: uniform replay; 0.6: the paper's)")
+        _check(0.0 <= self.priority_weight_exponent <= 1.0, "priority_weight_exponent",
+               self.priority_weight_exponent, "must be in [0, 1] (it is annealed from there to 1; 0.4: the paper's)")
+        _check(math.isfinite(self.priority_epsilon) and self.priority_epsilon > 0, "priority_epsilon",
+               self.priority_epsilon, "must be a finite number > 0, so no transition's priority is 0 (e.g. 1e-6)")
+
+    @property
+    def prioritised(self) -> bool:
+        """Whether the replay draws by priority (priority_exponent > 0)."""
+        return self.priority_exponent > 0
 
 
 @dataclasses.dataclass(frozen=True)

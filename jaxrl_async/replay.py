@@ -4,6 +4,11 @@
     buffer = replay.add(buffer, transitions)               # transitions: leaves [T, B, ...] (T <= C)
     batch = replay.sample(buffer, key, batch_size=128, n_step=3, gamma=0.99)
 
+    # prioritised (proportional, `priority.py`): a ring made with `prioritised=True`
+    buffer = replay.init(example, capacity_rows=C, prioritised=True)
+    batch = replay.sample(buffer, key, ..., weight_exponent=beta)   # + batch["weight"]
+    buffer = replay.update_priorities(buffer, batch["row"], batch["env"], td_abs, exponent=alpha, epsilon=eps)
+
 The ring keeps time order per env: storage leaves are `[C, B, ...]` (C rows of time, B envs,
 capacity C * B transitions), so an n-step window is the rows after the sampled one in the
 same env column. A transition is the rollout's record of one step: `obs`, `action`,
@@ -13,6 +18,12 @@ any auto-reset (gymnax's `final_observation`). Observations may be pytrees.
 n-step returns (`n_step_target`) stop at the first step that ends an episode: a terminated
 one bootstraps with discount 0, a truncated one (the time limit) bootstraps from its
 pre-reset `next_obs`; a window never runs past the newest row written.
+
+Prioritised replay keeps a priority per cell, `[C, B]` beside the storage (so it is donated,
+checkpointed and stripped with it): a new row gets the largest priority seen, a sampled
+cell gets (|TD error| + epsilon)^alpha after its gradient step, and a never-written cell
+keeps 0, so it is never drawn. A uniform ring holds no priorities (`None`), and its draws
+are the same `randint` calls as before prioritised replay existed.
 
 Why our own ring rather than flashbax (0.1.3 installs here and would hold our pytrees and
 be donated like any state): the part that needs care, the n-step rule over terminations,
@@ -33,6 +44,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl_async import priority
+
 TRANSITION_FIELDS = ("obs", "action", "reward", "terminated", "truncated", "next_obs")
 
 
@@ -45,11 +58,17 @@ class ReplayBuffer:
         without the buffer: `strip`).
       position: `[]` int32, the next row to write.
       size: `[]` int32, rows written so far, at most C.
+      priorities: `[C, B]` float32, each cell's p^alpha (0 where never written); None for a
+        uniform ring (and in a checkpoint saved without the buffer).
+      max_priority: `[]` float32, the largest priority stored so far (new rows get it); None
+        with `priorities`.
     """
 
     storage: Any
     position: jax.Array
     size: jax.Array
+    priorities: Any = None
+    max_priority: Any = None
 
     @property
     def capacity_rows(self) -> int:
@@ -60,12 +79,18 @@ class ReplayBuffer:
         return jax.tree.leaves(self.storage)[0].shape[1]
 
 
-def init(example: dict, capacity_rows: int) -> ReplayBuffer:
-    """An empty ring of `capacity_rows` rows shaped like `example` (leaves `[B, ...]`, one step)."""
+def init(example: dict, capacity_rows: int, *, prioritised: bool = False) -> ReplayBuffer:
+    """An empty ring of `capacity_rows` rows shaped like `example` (leaves `[B, ...]`, one step);
+    `prioritised`: with a priority per cell (all 0; the first rows written get 1)."""
     if capacity_rows < 1:
         raise ValueError(f"capacity_rows={capacity_rows} must be >= 1")
     storage = jax.tree.map(lambda x: jnp.zeros((capacity_rows,) + x.shape, x.dtype), example)
-    return ReplayBuffer(storage=storage, position=jnp.zeros((), jnp.int32), size=jnp.zeros((), jnp.int32))
+    buffer = ReplayBuffer(storage=storage, position=jnp.zeros((), jnp.int32), size=jnp.zeros((), jnp.int32))
+    if not prioritised:
+        return buffer
+    num_envs = jax.tree.leaves(example)[0].shape[0]
+    return buffer.replace(priorities=jnp.zeros((capacity_rows, num_envs), jnp.float32),
+                          max_priority=jnp.ones((), jnp.float32))
 
 
 def add(buffer: ReplayBuffer, transitions: dict) -> ReplayBuffer:
@@ -80,6 +105,8 @@ def add(buffer: ReplayBuffer, transitions: dict) -> ReplayBuffer:
     rows = (buffer.position + jnp.arange(num_rows)) % capacity
     # a scatter into the donated storage: XLA writes the rows in place
     storage = jax.tree.map(lambda store, new: store.at[rows].set(new), buffer.storage, transitions)
+    if buffer.priorities is not None:  # new transitions: the largest priority seen, so each is drawn soon
+        buffer = buffer.replace(priorities=buffer.priorities.at[rows].set(buffer.max_priority))
     return buffer.replace(storage=storage, position=(buffer.position + num_rows) % capacity,
                           size=jnp.minimum(buffer.size + num_rows, capacity))
 
@@ -132,15 +159,26 @@ def sample_indices(buffer: ReplayBuffer, key: jax.Array, batch_size: int) -> tup
     return rows, envs
 
 
-def sample(buffer: ReplayBuffer, key: jax.Array, *, batch_size: int, n_step: int, gamma: float) -> dict:
-    """`batch_size` transitions drawn uniformly, with their n-step targets' parts.
+def sample(buffer: ReplayBuffer, key: jax.Array, *, batch_size: int, n_step: int, gamma: float,
+           weight_exponent: jax.Array | float = 1.0) -> dict:
+    """`batch_size` transitions drawn uniformly (or, from a prioritised ring, in proportion to
+    their priorities), with their n-step targets' parts.
 
     Returns a dict: `obs` `[N, ...]`, `action` `[N]`, `n_step_return` `[N]`, `discount` `[N]`
-    (gamma^m, 0 after a termination) and `bootstrap_obs` `[N, ...]` (the `next_obs` of the
-    window's last step: the pre-reset observation where the time limit cut the episode).
+    (gamma^m, 0 after a termination), `bootstrap_obs` `[N, ...]` (the `next_obs` of the
+    window's last step: the pre-reset observation where the time limit cut the episode), and
+    the cells drawn, `row` and `env` `[N]` int32. A prioritised ring adds `weight` `[N]`, the
+    importance weights with exponent `weight_exponent` (beta; `priority.importance_weights`).
     """
     capacity = buffer.capacity_rows
-    rows, envs = sample_indices(buffer, key, batch_size)
+    extra = {}
+    if buffer.priorities is None:
+        rows, envs = sample_indices(buffer, key, batch_size)
+    else:
+        num_written = jnp.maximum(buffer.size, 1) * buffer.num_envs
+        cells, probabilities = priority.sample_proportional(buffer.priorities, num_written, key, batch_size)
+        rows, envs = cells // buffer.num_envs, cells % buffer.num_envs
+        extra["weight"] = priority.importance_weights(probabilities, num_written, weight_exponent)
     window_rows = (rows[:, None] + jnp.arange(n_step)) % capacity  # [N, n]
     # rows written at or after the sampled one, in time order: (position - 1 - row) mod C + 1
     available = (buffer.position - 1 - rows) % capacity + 1
@@ -152,7 +190,16 @@ def sample(buffer: ReplayBuffer, key: jax.Array, *, batch_size: int, n_step: int
     pick = lambda tree, r: jax.tree.map(lambda x: x[r, envs], tree)
     return dict(obs=pick(buffer.storage["obs"], rows), action=buffer.storage["action"][rows, envs],
                 n_step_return=n_step_return, discount=discount,
-                bootstrap_obs=pick(buffer.storage["next_obs"], bootstrap_rows))
+                bootstrap_obs=pick(buffer.storage["next_obs"], bootstrap_rows), row=rows, env=envs, **extra)
+
+
+def update_priorities(buffer: ReplayBuffer, rows: jax.Array, envs: jax.Array, td_abs: jax.Array, *,
+                      exponent: float, epsilon: float) -> ReplayBuffer:
+    """The sampled cells' priorities set to (|TD error| + epsilon)^alpha, and the largest seen
+    raised to match; rows, envs, td_abs `[N]` (a cell drawn twice gets the same value twice)."""
+    new = priority.from_td_error(td_abs, exponent, epsilon)
+    return buffer.replace(priorities=buffer.priorities.at[rows, envs].set(new),
+                          max_priority=jnp.maximum(buffer.max_priority, jnp.max(new)))
 
 
 def transitions_of(trajectory) -> dict:
@@ -174,7 +221,7 @@ def strip(tree: Any) -> Any:
     """`tree` with every buffer's storage dropped (position and size zero): what a checkpoint
     saved without `--checkpoint-replay` holds."""
     return jax.tree.map(lambda x: ReplayBuffer({}, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
-                        if _is_buffer(x) else x, tree, is_leaf=_is_buffer)
+                        if _is_buffer(x) else x, tree, is_leaf=_is_buffer)  # priorities, max_priority: None
 
 
 def graft(stripped: Any, fresh: Any) -> Any:

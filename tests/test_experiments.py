@@ -72,6 +72,28 @@ def test_learners_smoke(tmp_path, capsys):
     assert f"| CartPole-v1 | a2c | {2 * batch:,} |" in out and f"| CartPole-v1 | impala | {2 * batch:,} |" in out
 
 
+@pytest.mark.slow
+def test_dqn_cartpole_compare_per_smoke(tmp_path, capsys):
+    """`--compare-per`: uniform and prioritised replay alternated, one round here; the runs'
+    configs differ only in the priority exponent, and the ratio line is printed. (Slow: two
+    compilations of the 128-gradient-step config, 135 s on the loaded 2-core CPU.)"""
+    from experiments import dqn_cartpole
+
+    batch = dqn_cartpole.CONFIG.batch_size
+    results = dqn_cartpole.main(["--compare-per", "--rounds", "1", "--total-timesteps", str(2 * batch),
+                                 "--num-seeds", "2", "--run-dir", str(tmp_path)])
+    assert list(results) == ["uniform-1", "per-1"]
+    from jaxrl_async.run_dir import load_config
+
+    uniform, per = (load_config(str(tmp_path / label)) for label in results)
+    assert (uniform.dqn.priority_exponent, per.dqn.priority_exponent) == (0.0, 0.6)
+    assert dataclasses.replace(per, dqn=dataclasses.replace(per.dqn, priority_exponent=0.0),
+                               run_dir=uniform.run_dir) == uniform
+    assert (tmp_path / COMPARISON_FILE).stat().st_size > 0
+    out = capsys.readouterr().out
+    assert "| per | 1 | " in out and "steps/s PER / uniform, per round: " in out
+
+
 def test_fused_vs_async_smoke(tmp_path, capsys):
     from experiments import fused_vs_async
 

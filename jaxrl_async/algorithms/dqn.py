@@ -3,8 +3,10 @@ target network updated by period or Polyak averaging, as an `Algorithm(init, upd
 
 One `update` takes the rollout's `[T, B]` fragment (acted epsilon-greedily by the Q policy,
 `q_policy.py`), adds its transitions to the replay buffer it carries, and — once the buffer
-holds `learning_starts` transitions — takes `replay_ratio` gradient steps on uniformly
-sampled minibatches. The buffer lives in the learner state, so the fused loop's donation of
+holds `learning_starts` transitions — takes `replay_ratio` gradient steps on minibatches
+sampled uniformly or, with `priority_exponent` > 0, by priority (`priority.py`: each step's
+n-step |TD errors| become the sampled transitions' priorities, and importance weights scale
+their losses). The buffer lives in the learner state, so the fused loop's donation of
 the train state donates it too: no update copies it.
 
 The loss on a sampled transition with its n-step window (`replay.n_step_target`):
@@ -28,7 +30,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_async import replay
+from jaxrl_async import priority, replay
 from jaxrl_async.algorithms.common import LearnerHyperparams
 from jaxrl_async.networks import Policy
 from jaxrl_async.optimizer import make_optimizer, sgd_step
@@ -74,7 +76,9 @@ def epsilon_schedule(dqn_cfg, total_timesteps: int) -> Callable[[jax.Array], jax
 
 def q_learning_loss(q_values: Callable, network, target_network, batch: dict, double_q: bool,
                     huber_delta: float = 1.0) -> tuple[jax.Array, dict]:
-    """Huber loss of Q(s, a) against the n-step (double) Q-learning target, on a sampled batch."""
+    """Huber loss of Q(s, a) against the n-step (double) Q-learning target, on a sampled batch
+    (weighted by `batch["weight"]` where prioritised replay gives it); metrics' `td_abs` is the
+    per-transition `[N]` |TD error|, the rest scalars."""
     q = q_values(network, batch["obs"])  # [N, A]
     q_taken = jnp.take_along_axis(q, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
     q_next_target = q_values(target_network, batch["bootstrap_obs"])
@@ -84,8 +88,11 @@ def q_learning_loss(q_values: Callable, network, target_network, batch: dict, do
     else:
         q_next = jnp.max(q_next_target, axis=-1)
     target = jax.lax.stop_gradient(batch["n_step_return"] + batch["discount"] * q_next)
-    loss = jnp.mean(optax.huber_loss(q_taken, target, delta=huber_delta))
-    return loss, {"loss": loss, "q_mean": jnp.mean(q_taken), "td_abs_mean": jnp.mean(jnp.abs(target - q_taken))}
+    losses = optax.huber_loss(q_taken, target, delta=huber_delta)
+    # prioritised replay: each transition's loss times its importance weight
+    loss = jnp.mean(losses * batch["weight"] if "weight" in batch else losses)
+    td_abs = jnp.abs(target - q_taken)
+    return loss, {"loss": loss, "q_mean": jnp.mean(q_taken), "td_abs_mean": jnp.mean(td_abs), "td_abs": td_abs}
 
 
 def make_dqn(cfg, dqn_cfg, policy: Policy, q_values: Callable, *, num_updates: int, num_envs: int,
@@ -118,7 +125,8 @@ def make_dqn(cfg, dqn_cfg, policy: Policy, q_values: Callable, *, num_updates: i
         return DQNState(params=params, opt_state=optimizer.init(params.network), key=key,
                         update_count=jnp.zeros((), jnp.int32),
                         hparams=LearnerHyperparams.from_config(cfg) if hparams is None else hparams,
-                        target_network=params.network, replay=replay.init(example, capacity_rows),
+                        target_network=params.network,
+                        replay=replay.init(example, capacity_rows, prioritised=dqn_cfg.prioritised),
                         gradient_steps=jnp.zeros((), jnp.int32))
 
     def update(state: DQNState, trajectory: Trajectory) -> tuple[DQNState, dict]:
@@ -127,14 +135,22 @@ def make_dqn(cfg, dqn_cfg, policy: Policy, q_values: Callable, *, num_updates: i
             learning_rate = learning_rate * (1.0 - state.update_count.astype(jnp.float32) / num_updates)
         buffer = replay.add(state.replay, replay.transitions_of(trajectory))
         key, learn_key = jax.random.split(state.key)
+        weight_exponent = priority.annealed_exponent(dqn_cfg.priority_weight_exponent,
+                                                     state.update_count / num_updates)
 
         def gradient_step(carry, step_key):
-            network, target_network, opt_state, gradient_steps = carry
-            batch = replay.sample(buffer, step_key, batch_size=dqn_cfg.replay_batch_size,
-                                  n_step=dqn_cfg.n_step, gamma=cfg.gamma)
+            network, target_network, opt_state, gradient_steps, (priorities, max_priority) = carry
+            # the priorities change every step (None, unchanged, for a uniform ring)
+            view = buffer.replace(priorities=priorities, max_priority=max_priority)
+            batch = replay.sample(view, step_key, batch_size=dqn_cfg.replay_batch_size,
+                                  n_step=dqn_cfg.n_step, gamma=cfg.gamma, weight_exponent=weight_exponent)
             grads, metrics = jax.grad(lambda p: q_learning_loss(q_values, p, target_network, batch,
                                                                 dqn_cfg.double_q, dqn_cfg.huber_delta),
                                    has_aux=True)(network)
+            td_abs = metrics.pop("td_abs")
+            if dqn_cfg.prioritised:  # the n-step TD errors of the transitions just learned from
+                view = replay.update_priorities(view, batch["row"], batch["env"], td_abs,
+                                                exponent=dqn_cfg.priority_exponent, epsilon=dqn_cfg.priority_epsilon)
             updates, opt_state = optimizer.update(grads, opt_state, network)
             network = sgd_step(network, updates, learning_rate)
             gradient_steps = gradient_steps + 1
@@ -143,13 +159,17 @@ def make_dqn(cfg, dqn_cfg, policy: Policy, q_values: Callable, *, num_updates: i
                 lambda online, target: jnp.where(due, dqn_cfg.target_update_tau * online
                                                  + (1.0 - dqn_cfg.target_update_tau) * target, target),
                 network, target_network)
-            return (network, target_network, opt_state, gradient_steps), {**metrics, "grad_norm": optax.tree.norm(grads)}
+            carry = (network, target_network, opt_state, gradient_steps, (view.priorities, view.max_priority))
+            return carry, {**metrics, "grad_norm": optax.tree.norm(grads)}
 
         fill = buffer.size * num_envs
         ready = fill >= dqn_cfg.learning_starts
-        carry = (state.params.network, state.target_network, state.opt_state, state.gradient_steps)
-        (network, target_network, opt_state, gradient_steps), metrics = replay.gradient_steps_once_ready(
-            gradient_step, carry, learn_key, num_steps=dqn_cfg.replay_ratio, ready=ready)
+        carry = (state.params.network, state.target_network, state.opt_state, state.gradient_steps,
+                 (buffer.priorities, buffer.max_priority))
+        (network, target_network, opt_state, gradient_steps, (priorities, max_priority)), metrics = \
+            replay.gradient_steps_once_ready(gradient_step, carry, learn_key, num_steps=dqn_cfg.replay_ratio,
+                                             ready=ready)
+        buffer = buffer.replace(priorities=priorities, max_priority=max_priority)
         acted_epsilon = state.params.epsilon  # the rate this fragment was collected with
         update_count = state.update_count + 1
         params = state.params.replace(network=network, epsilon=epsilon(update_count * num_envs * num_steps))
@@ -158,6 +178,8 @@ def make_dqn(cfg, dqn_cfg, policy: Policy, q_values: Callable, *, num_updates: i
         metrics = {**metrics, "learning_rate": learning_rate, "epsilon": acted_epsilon,
                    "replay_fill": fill / (buffer.capacity_rows * num_envs),
                    "gradient_steps": jnp.where(ready, dqn_cfg.replay_ratio, 0).astype(jnp.float32)}
+        if dqn_cfg.prioritised:
+            metrics["priority_weight_exponent"] = weight_exponent
         return state, metrics
 
     def behaviour(params, env_steps):

@@ -4,7 +4,9 @@ critics, learned temperature) for Box actions, as an `Algorithm(init, update)`.
 One `update` takes the rollout's `[T, B]` fragment (acted by the squashed-Gaussian actor,
 `sac_policy.py`, or uniformly at random before learning starts), adds it to the replay
 buffer it carries (`replay.py`, DQN's), and — once the buffer holds `learning_starts`
-transitions — takes `replay_ratio` gradient steps, each on a uniformly sampled minibatch:
+transitions — takes `replay_ratio` gradient steps, each on a minibatch sampled uniformly (or
+by priority, `priority_exponent` > 0: the critics' loss is then importance-weighted and their
+mean |TD error| per transition becomes its priority; the actor's loss is not weighted):
 
     a', log pi(a'|s')  ~ actor(s')                                   (s': the bootstrap obs)
     y        = R^(m) + discount * (min_i Q_target_i(s', a') - alpha log pi(a'|s'))
@@ -34,7 +36,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_async import replay
+from jaxrl_async import priority, replay
 from jaxrl_async.algorithms.common import LearnerHyperparams
 from jaxrl_async.optimizer import make_optimizer, sgd_step
 from jaxrl_async.sac_policy import SACNets
@@ -76,9 +78,11 @@ def critic_target(n_step_return, discount, next_q, next_log_prob, temperature):
     return n_step_return + discount * (jnp.min(next_q, axis=0) - temperature * next_log_prob)
 
 
-def critic_loss(q, target):
-    """1/2 sum over the twins of the mean squared error; q `[2, N]`, target `[N]` (held fixed)."""
-    return 0.5 * jnp.sum(jnp.mean(jnp.square(q - jax.lax.stop_gradient(target)[None]), axis=-1))
+def critic_loss(q, target, weight=None):
+    """1/2 sum over the twins of the mean squared error; q `[2, N]`, target `[N]` (held fixed);
+    `weight` `[N]`: prioritised replay's importance weights on each transition's error."""
+    squared = jnp.square(q - jax.lax.stop_gradient(target)[None])
+    return 0.5 * jnp.sum(jnp.mean(squared if weight is None else weight[None] * squared, axis=-1))
 
 
 def actor_loss(q, log_prob, temperature):
@@ -93,14 +97,17 @@ def temperature_loss(log_temperature, log_prob, target_entropy):
 
 def critic_loss_on_batch(nets: SACNets, critic_params, target_critic_params, actor_params, batch: dict,
                          temperature, key) -> tuple[jax.Array, dict]:
-    """The critics' loss on a sampled batch (`replay.sample`), `key` for the next actions."""
+    """The critics' loss on a sampled batch (`replay.sample`, weighted by its `weight` where
+    prioritised), `key` for the next actions; metrics' `td_abs` is `[N]`, the rest scalars."""
     next_dist = nets.actor(actor_params, batch["bootstrap_obs"])
     next_action, next_log_prob = next_dist.sample_unit(key)
     next_q = nets.critic(target_critic_params, batch["bootstrap_obs"], next_action)
     target = critic_target(batch["n_step_return"], batch["discount"], next_q, next_log_prob, temperature)
     q = nets.critic(critic_params, batch["obs"], next_dist.to_unit(batch["action"]))
-    loss = critic_loss(q, target)
-    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target)}
+    loss = critic_loss(q, target, batch.get("weight"))
+    # the twins' mean |TD error| per transition: prioritised replay's new priorities
+    td_abs = jnp.mean(jnp.abs(q - jax.lax.stop_gradient(target)[None]), axis=0)
+    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target), "td_abs": td_abs}
 
 
 def actor_loss_on_batch(nets: SACNets, actor_params, critic_params, batch: dict, temperature,
@@ -147,7 +154,8 @@ def make_sac(cfg, dqn_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_update
         return SACState(params=params, opt_state=opt_state, key=key, update_count=jnp.zeros((), jnp.int32),
                         hparams=LearnerHyperparams.from_config(cfg) if hparams is None else hparams,
                         critic=critic, target_critic=critic, log_temperature=log_temperature,
-                        replay=replay.init(example, capacity_rows), gradient_steps=jnp.zeros((), jnp.int32))
+                        replay=replay.init(example, capacity_rows, prioritised=dqn_cfg.prioritised),
+                        gradient_steps=jnp.zeros((), jnp.int32))
 
     def adam_step(params, grads, opt_state, learning_rate):
         updates, opt_state = optimizer.update(grads, opt_state, params)
@@ -159,16 +167,23 @@ def make_sac(cfg, dqn_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_update
             learning_rate = learning_rate * (1.0 - state.update_count.astype(jnp.float32) / num_updates)
         buffer = replay.add(state.replay, replay.transitions_of(trajectory))
         key, learn_key = jax.random.split(state.key)
+        weight_exponent = priority.annealed_exponent(dqn_cfg.priority_weight_exponent,
+                                                     state.update_count / num_updates)
 
         def gradient_step(carry, step_key):
-            actor, critic, target_critic, log_temperature, opt_state = carry
+            actor, critic, target_critic, log_temperature, opt_state, (priorities, max_priority) = carry
             sample_key, next_key, actor_key = jax.random.split(step_key, 3)
-            batch = replay.sample(buffer, sample_key, batch_size=dqn_cfg.replay_batch_size,
-                                  n_step=dqn_cfg.n_step, gamma=cfg.gamma)
+            view = buffer.replace(priorities=priorities, max_priority=max_priority)  # None: uniform
+            batch = replay.sample(view, sample_key, batch_size=dqn_cfg.replay_batch_size,
+                                  n_step=dqn_cfg.n_step, gamma=cfg.gamma, weight_exponent=weight_exponent)
             temperature = jnp.exp(log_temperature)
             critic_grads, metrics = jax.grad(
                 lambda c: critic_loss_on_batch(nets, c, target_critic, actor, batch, temperature, next_key),
                 has_aux=True)(critic)
+            td_abs = metrics.pop("td_abs")
+            if dqn_cfg.prioritised:  # prioritised replay weights the critics' loss only, not the actor's
+                view = replay.update_priorities(view, batch["row"], batch["env"], td_abs,
+                                                exponent=dqn_cfg.priority_exponent, epsilon=dqn_cfg.priority_epsilon)
             critic, critic_opt = adam_step(critic, critic_grads, opt_state["critic"], learning_rate)
             (loss_pi, log_prob), actor_grads = jax.value_and_grad(
                 lambda a: actor_loss_on_batch(nets, a, critic, batch, temperature, actor_key), has_aux=True)(actor)
@@ -187,13 +202,17 @@ def make_sac(cfg, dqn_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_update
                        "grad_norm": optax.tree.norm((critic_grads, actor_grads)), "actor_loss": loss_pi, "entropy": -jnp.mean(log_prob), "temperature": temperature,
                        "critic_grad_norm": optax.tree.norm(critic_grads),
                        "actor_grad_norm": optax.tree.norm(actor_grads)}
-            return (actor, critic, target_critic, log_temperature, opt_state), metrics
+            priority_state = (view.priorities, view.max_priority)
+            return (actor, critic, target_critic, log_temperature, opt_state, priority_state), metrics
 
         fill = buffer.size * num_envs
         ready = fill >= dqn_cfg.learning_starts
-        carry = (state.params.actor, state.critic, state.target_critic, state.log_temperature, state.opt_state)
-        (actor, critic, target_critic, log_temperature, opt_state), metrics = replay.gradient_steps_once_ready(
-            gradient_step, carry, learn_key, num_steps=dqn_cfg.replay_ratio, ready=ready)
+        carry = (state.params.actor, state.critic, state.target_critic, state.log_temperature, state.opt_state,
+                 (buffer.priorities, buffer.max_priority))
+        (actor, critic, target_critic, log_temperature, opt_state, (priorities, max_priority)), metrics = \
+            replay.gradient_steps_once_ready(gradient_step, carry, learn_key, num_steps=dqn_cfg.replay_ratio,
+                                             ready=ready)
+        buffer = buffer.replace(priorities=priorities, max_priority=max_priority)
         gradient_steps = state.gradient_steps + jnp.where(ready, dqn_cfg.replay_ratio, 0)
         acted_randomly = state.params.random_actions  # how this fragment was collected
         params = state.params.replace(actor=actor, random_actions=gradient_steps == 0)
