@@ -32,8 +32,9 @@ import sys
 import tempfile
 from typing import Literal
 
+from experiments import dqn_cartpole
 from jaxrl_async import presets
-from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import TrainConfig
 from jaxrl_async.flags import parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,12 +51,7 @@ class PeerCase:
 
 
 # DQN CartPole-v1: experiments/dqn_cartpole.py's config (5/5 seeds >= 475 at 500k steps)
-DQN_CARTPOLE = TrainConfig(
-    env="CartPole-v1", algo="dqn", num_envs=8, num_steps=32, total_timesteps=500_000,
-    network=NetworkConfig(hidden_sizes=(64, 64), activation="relu"),
-    learner=LearnerConfig(learning_rate=2.3e-3, anneal_lr=True, max_grad_norm=10.0, gamma=0.99),
-    dqn=DQNConfig(replay_capacity=100_000, learning_starts=1_000, replay_ratio=128, replay_batch_size=64,
-                  target_update_period=128, epsilon_end=0.04, epsilon_decay_fraction=0.16))
+DQN_CARTPOLE = dataclasses.replace(dqn_cartpole.CONFIG, total_timesteps=500_000)
 
 CASES = {
     # the #14 reference: PureJaxRL's CartPole config = our CartPole-v1 preset

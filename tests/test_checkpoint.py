@@ -12,16 +12,13 @@ import hashlib
 import os
 import pickle
 import re
-import signal
-import subprocess
-import sys
-import textwrap
 
 import jax
 import msgpack
 import numpy as np
 import pytest
 
+from crash_checks import kill_at_the_rename  # tests/crash_checks.py
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.components import build, initial_states
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
@@ -222,28 +219,11 @@ def test_writer_killed_before_rename_leaves_the_old_file(tmp_path):
     save_state(old, template_state())
     old_bytes = open(old, "rb").read()
     newer = ckpt.numbered_path(run_dir, 10)
-    script = textwrap.dedent(f"""
-        import os, sys, time
-        import numpy as np
-        from jaxrl_async import checkpoint as ckpt
-
-        def hang(src, dst):
-            print("written", flush=True)
-            time.sleep(120)
-
-        os.replace = hang
+    kill_at_the_rename(f"""
         state = {{"w": np.arange(1_000_000, dtype=np.float32)}}
         for path in ({old!r}, {newer!r}):
             ckpt.save(path, state=state, config={{}}, counters={{"updates": 99}})
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "written"
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
     assert os.path.getsize(old + ".tmp") > 4_000_000  # the new content was written in full ...
     assert open(old, "rb").read() == old_bytes  # ... but never replaced the old file
     assert ckpt.load(old)["counters"]["updates"] == 7

@@ -14,9 +14,6 @@ import dataclasses
 import os
 import shutil
 import signal
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 
@@ -24,6 +21,7 @@ import jax
 import numpy as np
 import pytest
 
+from crash_checks import kill_at_the_rename  # tests/crash_checks.py
 from jaxrl_async import checkpoint as ckpt
 from jaxrl_async.cli import main
 from jaxrl_async.components import build, initial_states
@@ -130,28 +128,12 @@ def test_process_killed_mid_write_leaves_the_previous_checkpoint_readable(tmp_pa
     old = ckpt.numbered_path(str(tmp_path), 5)
     ckpt.save(old, state={"w": np.zeros(3, np.float32)}, config={}, counters={"updates": 5})
     old_bytes = open(old, "rb").read()
-    script = textwrap.dedent(f"""
-        import os, time
-        import numpy as np
-        from jaxrl_async import checkpoint as ckpt
-
-        def hang(src, dst):
-            print("written", flush=True)
-            time.sleep(120)
-
-        os.replace = hang
+    kill_at_the_rename(f"""
         writer = ckpt.CheckpointWriter()
         writer.submit([{old!r}], ckpt.host_content(state={{"w": np.arange(1_000_000, dtype=np.float32)}},
                                                    config={{}}, counters={{"updates": 10}}))
         writer.wait()
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "written"
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
     assert os.path.getsize(old + ".tmp") > 4_000_000  # the new content reached the temporary file ...
     assert open(old, "rb").read() == old_bytes  # ... never the checkpoint
     assert ckpt.load(old)["counters"]["updates"] == 5
