@@ -36,6 +36,14 @@ class LearnerHyperparams:
                      for f in ("learning_rate", "ent_coef", "vf_coef", "clip_eps")))
 
 
+
+def annealed_learning_rate(learning_rate, update_count: jax.Array, num_updates: int, anneal: bool):
+    """Update `update_count`'s step size: `learning_rate`, decayed linearly towards 0 over
+    `num_updates` where `anneal` (every learner's `--anneal-lr`)."""
+    if not anneal:
+        return learning_rate
+    return learning_rate * (1.0 - update_count.astype(jnp.float32) / num_updates)
+
 def sweep_hparams(cfg, seeds_per_point: int, **axes: Sequence[float]) -> tuple[LearnerHyperparams, list[dict]]:
     """Hyperparameters for a sweep vmapped inside one jit: every grid point, `seeds_per_point` seeds each.
 
@@ -105,9 +113,7 @@ def make_learner(cfg, policy: Policy, loss_fn: LossFn, batch_fn: BatchFn, *, num
 
     def update(learner: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, dict]:
         hp = learner.hparams
-        learning_rate = hp.learning_rate
-        if cfg.anneal_lr:
-            learning_rate = learning_rate * (1.0 - learner.update_count.astype(jnp.float32) / num_updates)
+        learning_rate = annealed_learning_rate(hp.learning_rate, learner.update_count, num_updates, cfg.anneal_lr)
         batch, batch_size, batch_metrics = batch_fn(trajectory)
         num_steps, num_envs = trajectory.reward.shape
         # batch_fn's rows are transitions (T * B) or whole env sequences (B); at T = 1 both rules agree

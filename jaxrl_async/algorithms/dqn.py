@@ -31,7 +31,7 @@ import optax
 from flax import struct
 
 from jaxrl_async import priority, replay
-from jaxrl_async.algorithms.common import LearnerHyperparams
+from jaxrl_async.algorithms.common import LearnerHyperparams, annealed_learning_rate
 from jaxrl_async.networks import Policy
 from jaxrl_async.optimizer import make_optimizer, sgd_step
 from jaxrl_async.types import Algorithm, Trajectory
@@ -130,9 +130,8 @@ def make_dqn(cfg, dqn_cfg, policy: Policy, q_values: Callable, *, num_updates: i
                         gradient_steps=jnp.zeros((), jnp.int32))
 
     def update(state: DQNState, trajectory: Trajectory) -> tuple[DQNState, dict]:
-        learning_rate = state.hparams.learning_rate
-        if cfg.anneal_lr:
-            learning_rate = learning_rate * (1.0 - state.update_count.astype(jnp.float32) / num_updates)
+        learning_rate = annealed_learning_rate(state.hparams.learning_rate, state.update_count, num_updates,
+                                               cfg.anneal_lr)
         buffer = replay.add(state.replay, replay.transitions_of(trajectory))
         key, learn_key = jax.random.split(state.key)
         weight_exponent = priority.annealed_exponent(dqn_cfg.priority_weight_exponent,

@@ -37,7 +37,7 @@ import optax
 from flax import struct
 
 from jaxrl_async import priority, replay
-from jaxrl_async.algorithms.common import LearnerHyperparams
+from jaxrl_async.algorithms.common import LearnerHyperparams, annealed_learning_rate
 from jaxrl_async.optimizer import make_optimizer, sgd_step
 from jaxrl_async.sac_policy import SACNets
 from jaxrl_async.networks import Policy
@@ -162,9 +162,8 @@ def make_sac(cfg, dqn_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_update
         return sgd_step(params, updates, learning_rate), opt_state
 
     def update(state: SACState, trajectory: Trajectory) -> tuple[SACState, dict]:
-        learning_rate = state.hparams.learning_rate
-        if cfg.anneal_lr:
-            learning_rate = learning_rate * (1.0 - state.update_count.astype(jnp.float32) / num_updates)
+        learning_rate = annealed_learning_rate(state.hparams.learning_rate, state.update_count, num_updates,
+                                               cfg.anneal_lr)
         buffer = replay.add(state.replay, replay.transitions_of(trajectory))
         key, learn_key = jax.random.split(state.key)
         weight_exponent = priority.annealed_exponent(dqn_cfg.priority_weight_exponent,
