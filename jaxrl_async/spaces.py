@@ -88,7 +88,7 @@ def as_observation(obs_shape: Any, obs: Any, xp: Any = jnp) -> Any:
     OrderedDict becomes a dict, a list a tuple), so it maps alongside its statistics. `xp`:
     `jnp` (arrays on the device) or `np` (a host env's observations, kept on the host)."""
     if is_shape(obs_shape):
-        return xp.asarray(obs).astype(xp.float32)
+        return xp.asarray(obs, dtype=xp.float32)
     if isinstance(obs_shape, dict):
         return {k: as_observation(s, obs[k], xp) for k, s in obs_shape.items()}
     return tuple(as_observation(s, obs[i], xp) for i, s in enumerate(obs_shape))
