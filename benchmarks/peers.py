@@ -19,6 +19,9 @@ Figures per side, medians over the rounds:
   one final evaluation of 128 episodes); SB3 / sbx: env steps / `learn()`.
 - e2e steps/s: env steps / (wall - compile): ours adds the final evaluation, checkpoint and
   run-directory writes; rejax's is its timed call; first-start compile beside it.
+- paired: the median over rounds of each round's ours / side steps/s. The speed of this shared
+  2-core machine drifts (1.6x within minutes, seen in one process pinned to one core), and a
+  round's two runs are seconds apart, so this ratio is the steadier one.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Literal
 
 from experiments import dqn_cartpole
 from jaxrl_async import presets
-from jaxrl_async.config import TrainConfig
+from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.flags import parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,11 +50,22 @@ class PeerCase:
 
     ours: TrainConfig
     rejax: tuple[str, str]  # (algo, preset of peers_rejax.py)
-    sb3: tuple[str, str, str]  # (algo, gymnasium env id, preset of peers_sb3.py)
+    sb3: tuple[str, str, str] | None  # (algo, gymnasium env id, preset of peers_sb3.py); None: no SB3 twin
 
 
 # DQN CartPole-v1: experiments/dqn_cartpole.py's config (5/5 seeds >= 475 at 500k steps)
 DQN_CARTPOLE = dataclasses.replace(dqn_cartpole.CONFIG, total_timesteps=500_000)
+
+# DQN on Breakout-MinAtar at 1e6 steps (#16: "DQN on a MinAtar task at 1e6 steps at least rejax's DQN at the same
+# budget"), in rejax's layout: 8 envs x 1 step, then 2 gradient steps of batch 64 (one per 4 env steps); the target
+# copied every 250 gradient steps (= 1,000 env steps); epsilon 1 -> 0.01 over the first 10%; relu 64x64 on the
+# flattened 10x10x4 image, Double DQN, Adam 2.5e-4. peers_rejax.py's `breakout_ours` is the same config.
+DQN_BREAKOUT = TrainConfig(
+    env="Breakout-MinAtar", algo="dqn", num_envs=8, num_steps=1, total_timesteps=1_000_000,
+    network=NetworkConfig(hidden_sizes=(64, 64), activation="relu", torso="mlp"),
+    learner=LearnerConfig(learning_rate=2.5e-4, anneal_lr=False, max_grad_norm=10.0, gamma=0.99),
+    dqn=DQNConfig(replay_capacity=100_000, learning_starts=10_000, replay_ratio=2, replay_batch_size=64,
+                  target_update_period=250, epsilon_end=0.01, epsilon_decay_fraction=0.1))
 
 CASES = {
     # the #14 reference: PureJaxRL's CartPole config = our CartPole-v1 preset
@@ -65,6 +79,8 @@ CASES = {
                           ("dqn", "cartpole_ours"), ("dqn", "CartPole-v1", "ours")),
     "sac": PeerCase(presets.config_for("Pendulum-v1", algo="sac"), ("sac", "pendulum_ours"),
                     ("sac", "Pendulum-v1", "ours")),
+    # MinAtar has no gymnasium twin, so no SB3 / sbx side
+    "dqn-breakout": PeerCase(DQN_BREAKOUT, ("dqn", "breakout_ours"), None),
 }
 
 
@@ -72,8 +88,9 @@ CASES = {
 class PeersConfig:
     """Ours beside rejax 0.1.3 and SB3 / sbx, alternated in one command."""
 
-    cases: tuple[Literal["ppo", "dqn", "dqn-1step", "sac"], ...] = ("ppo",)
-    """Configs to compare (ppo: the #14 reference; dqn, dqn-1step: CartPole-v1; sac: Pendulum-v1)."""
+    cases: tuple[Literal["ppo", "dqn", "dqn-1step", "sac", "dqn-breakout"], ...] = ("ppo",)
+    """Configs to compare (ppo: the #14 reference; dqn, dqn-1step: CartPole-v1; sac: Pendulum-v1;
+    dqn-breakout: DQN on Breakout-MinAtar at 1e6 steps, rejax only)."""
     rounds: int = 3
     """Alternations A B A B ...: runs per side."""
     total_timesteps: int | None = None
@@ -151,35 +168,49 @@ def _median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
+def summarize(runs: dict[str, list[dict]]) -> dict[str, dict]:
+    """Each side's medians over its rounds, and beside every peer our ratios to it."""
+    rows = {side: {key: _median(measured, key) for key in ("steps_per_second", "e2e_steps_per_second",
+                                                            "compile_s", "final_return")}
+            for side, measured in runs.items()}
+    for side, row in rows.items():
+        if side != "ours":
+            row["ours_ratio"] = rows["ours"]["steps_per_second"] / row["steps_per_second"]
+            row["ours_e2e_ratio"] = rows["ours"]["e2e_steps_per_second"] / row["e2e_steps_per_second"]
+            # each round's ours / side, then their median: the two runs of a round are seconds apart,
+            # so a drift in this shared machine's speed (seen: 1.6x within minutes) hits both alike
+            row["ours_paired_ratio"] = statistics.median(
+                ours["steps_per_second"] / theirs["steps_per_second"] for ours, theirs in zip(runs["ours"], runs[side]))
+    return rows
+
+
 def compare(cfg: PeersConfig) -> dict:
     sides = ["ours"] + (["ours-default-eval"] if cfg.ours_default_eval else [])
     if not cfg.quick:
         sides += (["rejax"] if cfg.rejax_python else []) + (list(cfg.sb3_libs) if cfg.sb3_python else [])
     report = {}
     for case in cfg.cases:
+        if cfg.sb3_python and not cfg.quick and CASES[case].sb3 is None:
+            raise ValueError(f"case {case!r} has no SB3 / sbx twin (its env is not in gymnasium): run it "
+                             "without --sb3-python")
         runs = {side: [] for side in sides}
         for round_ in range(1 if cfg.quick else cfg.rounds):
             for side in sides:  # A B A B: drift in the machine's speed hits every side alike
                 runs[side].append(run_side(side, case, cfg))
                 print(f"{case} round {round_} {side}: {json.dumps(runs[side][-1])}", file=sys.stderr, flush=True)
-        rows = {side: {key: _median(measured, key) for key in ("steps_per_second", "e2e_steps_per_second",
-                                                                "compile_s", "final_return")}
-                for side, measured in runs.items()}
-        for side, row in rows.items():
-            if side != "ours":
-                row["ours_ratio"] = rows["ours"]["steps_per_second"] / row["steps_per_second"]
-                row["ours_e2e_ratio"] = rows["ours"]["e2e_steps_per_second"] / row["e2e_steps_per_second"]
+        rows = summarize(runs)
         report[case] = {"rows": rows, "runs": runs}
     return report
 
 
 def table(report: dict) -> str:
-    lines = [f"{'case':<10} {'side':<18} {'steps/s':>10} {'e2e steps/s':>12} {'compile s':>9} {'return':>8} "
-             f"{'ours/side':>9} {'e2e ours/side':>13}"]
+    lines = [f"{'case':<12} {'side':<18} {'steps/s':>10} {'e2e steps/s':>12} {'compile s':>9} {'return':>8} "
+             f"{'ours/side':>9} {'e2e ours/side':>13} {'paired':>7}"]
     for case, entry in report.items():
         for side, r in entry["rows"].items():
-            ratios = (f"{r['ours_ratio']:>9.2f} {r['ours_e2e_ratio']:>13.2f}" if "ours_ratio" in r else "")
-            lines.append(f"{case:<10} {side:<18} {r['steps_per_second']:>10,.0f} {r['e2e_steps_per_second']:>12,.0f} "
+            ratios = (f"{r['ours_ratio']:>9.2f} {r['ours_e2e_ratio']:>13.2f} {r['ours_paired_ratio']:>7.2f}"
+                      if "ours_ratio" in r else "")
+            lines.append(f"{case:<12} {side:<18} {r['steps_per_second']:>10,.0f} {r['e2e_steps_per_second']:>12,.0f} "
                          f"{r['compile_s']:>9.1f} {r['final_return']:>8.1f} {ratios}")
     return "\n".join(lines)
 

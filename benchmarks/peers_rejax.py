@@ -44,6 +44,13 @@ DQN_PRESETS = {
                           learning_rate=2.3e-3, max_grad_norm=10.0, gamma=0.99, ddqn=True,
                           target_update_freq=256, polyak=0.0, eps_start=1.0, eps_end=0.04,
                           exploration_fraction=0.16, total_timesteps=500_000),
+    # benchmarks/peers.py's DQN_BREAKOUT: 8 envs x 1 step, 2 gradient steps of batch 64, the target copied every
+    # 1,000 env steps, epsilon 1 -> 0.01 over 10%, relu 64x64 on the flattened image, Double DQN, Adam 2.5e-4
+    "breakout_ours": dict(env="Breakout-MinAtar", agent="QNetwork", agent_kwargs=dict(activation="relu"),
+                          num_envs=8, num_epochs=2, batch_size=64, buffer_size=100_000, fill_buffer=10_000,
+                          learning_rate=2.5e-4, max_grad_norm=10.0, gamma=0.99, ddqn=True,
+                          target_update_freq=1_000, polyak=0.0, eps_start=1.0, eps_end=0.01,
+                          exploration_fraction=0.1, total_timesteps=1_000_000),
 }
 
 SAC_PRESETS = {

@@ -7,6 +7,8 @@ import json
 import pathlib
 import sys
 
+import pytest
+
 # `benchmarks` is a top-level folder, not part of the installed package
 ROOT = str(pathlib.Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
@@ -24,11 +26,23 @@ def test_quick_run_reports_our_side(tmp_path, capsys):
     # wall - compile holds the training loop and the final evaluation: a lower rate than the loop's
     assert 0 < run["e2e_steps_per_second"] < run["steps_per_second"]
     assert report["rows"]["ours"]["steps_per_second"] == run["steps_per_second"]
-    assert "ppo        ours" in capsys.readouterr().out
+    assert f"{'ppo':<12} ours" in capsys.readouterr().out
 
 
 def test_every_case_is_a_valid_config_of_ours():
     for name, case in peers.CASES.items():
         cfg = peers.ours_config(name, None, False, "unused")
         assert cfg.eval_interval == 0 and cfg.checkpoint_interval == 0 and cfg.total_timesteps == case.ours.total_timesteps
-        assert case.rejax[0] == cfg.algo == case.sb3[0]
+        assert case.rejax[0] == cfg.algo and (case.sb3 is None or case.sb3[0] == cfg.algo)
+
+
+def test_paired_ratio_is_the_median_of_each_rounds_ratio():
+    def run(sps):
+        return {"steps_per_second": sps, "e2e_steps_per_second": sps / 2, "compile_s": 1.0, "final_return": 0.0}
+
+    # rounds' ratios 1.0, 0.5, 100/110: their median differs from the ratio of the medians (100 / 100)
+    runs = {"ours": [run(100.0), run(25.0), run(100.0)], "rejax": [run(100.0), run(50.0), run(110.0)]}
+    rows = peers.summarize(runs)
+    assert rows["ours"]["steps_per_second"] == 100.0 and "ours_ratio" not in rows["ours"]
+    assert rows["rejax"]["ours_ratio"] == rows["rejax"]["ours_e2e_ratio"] == 1.0
+    assert rows["rejax"]["ours_paired_ratio"] == pytest.approx(100.0 / 110.0)
