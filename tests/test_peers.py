@@ -46,3 +46,8 @@ def test_paired_ratio_is_the_median_of_each_rounds_ratio():
     assert rows["ours"]["steps_per_second"] == 100.0 and "ours_ratio" not in rows["ours"]
     assert rows["rejax"]["ours_ratio"] == rows["rejax"]["ours_e2e_ratio"] == 1.0
     assert rows["rejax"]["ours_paired_ratio"] == pytest.approx(100.0 / 110.0)
+
+
+def test_a_case_without_an_sb3_twin_refuses_sb3_before_running_anything():
+    with pytest.raises(ValueError, match="'dqn-breakout' has no SB3 / sbx twin"):
+        peers.compare(peers.PeersConfig(cases=("dqn-breakout",), sb3_python="/nonexistent/python"))
