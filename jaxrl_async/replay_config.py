@@ -11,6 +11,7 @@ from typing import Literal
 
 from jaxrl_async.config_checks import check as _check
 
+
 @dataclasses.dataclass(frozen=True)
 class DQNConfig:
     """DQN (--algo dqn): the replay buffer, the target network and the exploration schedule.

@@ -36,13 +36,13 @@ class LearnerHyperparams:
                      for f in ("learning_rate", "ent_coef", "vf_coef", "clip_eps")))
 
 
-
 def annealed_learning_rate(learning_rate, update_count: jax.Array, num_updates: int, anneal: bool):
     """Update `update_count`'s step size: `learning_rate`, decayed linearly towards 0 over
     `num_updates` where `anneal` (every learner's `--anneal-lr`)."""
     if not anneal:
         return learning_rate
     return learning_rate * (1.0 - update_count.astype(jnp.float32) / num_updates)
+
 
 def sweep_hparams(cfg, seeds_per_point: int, **axes: Sequence[float]) -> tuple[LearnerHyperparams, list[dict]]:
     """Hyperparameters for a sweep vmapped inside one jit: every grid point, `seeds_per_point` seeds each.
