@@ -15,6 +15,17 @@ import pytest
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.runtime import configure_cpu_runtime
 
+# LLVM's optimisation level 1 for the session and the subprocesses it starts (they read the
+# environment), where the commands keep XLA's default 2. The suite is mostly compilation of
+# small programs: level 1 compiles them 10-35% faster (a probe's training program 3.4 s ->
+# 2.3 s), while the compiled iteration runs at the same speed for the MLPs the tests train
+# (CartPole 4x128, DQN, SAC, Pendulum: within 2%; Breakout-MinAtar's 64x128 MLP 7% slower).
+# The optimisation level changes the machine code, not the HLO program or its float semantics
+# (XLA compiles without fast-math either way).
+_TEST_OPTIMIZATION_LEVEL = "--xla_backend_optimization_level=1"
+if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_TEST_OPTIMIZATION_LEVEL}".strip()
+
 # the commands' CPU settings (see runtime.py), but one device: tests choose their devices
 configure_cpu_runtime(expose_cores=False)
 
