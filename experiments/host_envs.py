@@ -1,14 +1,17 @@
 """Host environments and actors on their own device (issue #15): speed side by side, A B A B.
 
     python -m experiments.host_envs actor-device [--repeats 2] [--total-timesteps 200000]
-    python -m experiments.host_envs cartpole     [--seeds 0 1 2 3 4] [--total-timesteps 500000]
+    python -m experiments.host_envs cartpole     [--seeds 0 1 2 3 4] [--total-timesteps 500000] [--source envpool]
+    python -m experiments.host_envs envpool      [--repeats 2] [--total-timesteps 100000]
     python -m experiments.host_envs overlap      [--repeats 2] [--busy-us 100] [--wait sleep|spin]
     python -m experiments.host_envs actors       [--repeats 2] [--num-envs 8]
 
 - `actor-device`: gymnax CartPole-v1, the reference config (4 envs x 128 steps, PPO defaults): fused
   against async lag 1 with the actor on a CPU device (a core) of its own, alternated.
 - `cartpole`: gymnasium CartPole-v1 (`--env gymnasium:CartPole-v1`), PPO with the reference (pjrl)
-  hyperparameters, async lag 1: steps/s and the final greedy return per seed.
+  hyperparameters, async lag 1: steps/s and the final greedy return per seed (`--source envpool`:
+  `--env envpool:CartPole-v1`).
+- `envpool`: the same run on gymnasium's CartPole-v1 and on EnvPool's, alternated.
 - `overlap`: gymnasium CartPole-v1 with a fixed busy-wait in every env step (`--busy-us` per env), so
   that stepping costs about as much as the update: lag 1 against lag 0 (lock step), with the
   pipeline's timings (env, inference, transfer, update, learner wait, overlap efficiency).
@@ -95,10 +98,12 @@ def _table(results: dict, reference: str) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("case", choices=("actor-device", "cartpole", "overlap", "actors"))
+    parser.add_argument("case", choices=("actor-device", "cartpole", "envpool", "overlap", "actors"))
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--total-timesteps", type=int, default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--source", choices=("gymnasium", "envpool"), default="gymnasium",
+                        help="cartpole: where CartPole-v1 comes from")
     parser.add_argument("--busy-us", type=float, default=100.0)
     parser.add_argument("--wait", choices=("spin", "sleep"), default="sleep")
     parser.add_argument("--num-envs", type=int, default=8)
@@ -121,13 +126,19 @@ def main(argv: list[str] | None = None) -> dict:
         _table(results, "fused")
     elif args.case == "cartpole":
         steps = args.total_timesteps or 500_000
-        results = {f"seed {seed}": [_train(TrainConfig(env="gymnasium:CartPole-v1", mode="async", seed=seed,
+        results = {f"seed {seed}": [_train(TrainConfig(env=f"{args.source}:CartPole-v1", mode="async", seed=seed,
                                                        total_timesteps=steps, eval_interval=0,
                                                        run_dir=os.path.join(out_dir, f"seed{seed}")))]
                    for seed in args.seeds}
         for label, (s,) in results.items():
             print(f"{label}: {s['steps_per_second']:,.0f} steps/s, final greedy return {s['final_eval_return_mean']:.1f}")
         _table(results, f"seed {args.seeds[0]}")
+    elif args.case == "envpool":
+        steps = args.total_timesteps or 100_000
+        configs = {source: TrainConfig(env=f"{source}:CartPole-v1", mode="async", total_timesteps=steps, **quiet)
+                   for source in ("gymnasium", "envpool")}
+        results = _alternate(configs, args.repeats, out_dir)
+        _table(results, "gymnasium")
     else:
         register_busy_cartpole(args.busy_us, args.wait)
         steps = args.total_timesteps or 40_960

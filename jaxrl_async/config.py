@@ -131,7 +131,7 @@ class TrainConfig:
     """A training run: environment, budget, seeds, mode, and the algorithm's settings."""
 
     env: str = "CartPole-v1"
-    """Environment id (any gymnax id, or a Probe-* id; `jaxrl-async envs` lists them), or a host env: gymnasium:<id> for any registered gymnasium 1.x id (trained in the async mode, one seed; host env states are not checkpointed, so a resumed run restarts its episodes)."""
+    """Environment id (any gymnax id, or a Probe-* id; `jaxrl-async envs` lists them), or a host env: gymnasium:<id> for any registered gymnasium 1.x id, envpool:<id> for an EnvPool id (pip install -e '.[envpool]') (trained in the async mode, one seed; host env states are not checkpointed, so a resumed run restarts its episodes)."""
     preset: str = "none"
     """Preset the settings start from: 'auto' (the CLI's default: the env's own preset, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/presets.py). Recorded in config.json."""
     algo: Literal["ppo", "a2c", "reinforce", "impala", "dqn", "sac"] = "ppo"
@@ -157,7 +157,7 @@ class TrainConfig:
     actor_device: Literal["default", "cpu"] = "default"
     """Async mode: where the actor runs the policy: 'default' the learner's device; 'cpu' a host CPU device of its own (on a GPU machine the CPU acts while the GPU learns; on a CPU-only machine a core of its own)."""
     num_actors: int = 1
-    """Async mode, host envs (gymnasium:<id>): actor threads, each stepping an equal share of num_envs (their fragments joined along the env axis)."""
+    """Async mode, host envs (gymnasium:<id>, envpool:<id>): actor threads, each stepping an equal share of num_envs (their fragments joined along the env axis)."""
     devices: int | Literal["all"] = "all"
     """Devices to spread seeds (or, with fewer seeds than devices, envs) over; the CLI makes each CPU core a device."""
     iterations_per_call: int | Literal["auto", "all"] = "auto"
@@ -240,7 +240,7 @@ class TrainConfig:
             self._check_host_env()
         else:
             _check(self.num_actors == 1, "num_actors", self.num_actors,
-                   "several actor threads step host envs (gymnasium:<id>); a gymnax env's rollout is one jitted "
+                   "several actor threads step host envs (gymnasium:<id>, envpool:<id>); a gymnax env's rollout is one jitted "
                    "program: use --num-actors 1")
         if self.algo in OFF_POLICY_ALGOS:
             self._check_off_policy()

@@ -1,4 +1,4 @@
-"""Rollouts over host environments (`--env gymnasium:<id>`): NumPy env steps, jitted acting.
+"""Rollouts over host environments (`--env gymnasium:<id>`, `envpool:<id>`): NumPy env steps, jitted acting.
 
     rollout = HostRollout(spec, policy, num_envs=4, num_steps=128, gamma=0.99, gae_lambda=0.95)
     state = rollout.init(key)                          # jittable, like `rollout.make_rollout`'s
@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.advantages import batched_gae, gae_inputs
-from jaxrl_async.envs.host import HostEnvSpec, HostVecEnv, set_row
+from jaxrl_async.envs.host_vec import HostEnvSpec, HostVecEnv, set_row
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.evaluate import EvalResult
 from jaxrl_async.networks import Policy, reset_carry

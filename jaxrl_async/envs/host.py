@@ -1,7 +1,8 @@
-"""Host environments: `--env gymnasium:<id>`, any registered gymnasium 1.x id, stepped in NumPy.
+"""Host environments: `--env gymnasium:<id>`, any registered gymnasium 1.x id, stepped in NumPy;
+`make_host_env` also hands `--env envpool:<id>` to `envpool_host.py` (both on `host_vec.py`'s base).
 
     spec = make_host_env("gymnasium:CartPole-v1")       # spaces (as gymnax spaces), checked early
-    envs = spec.make_vec(num_envs=4)                      # a HostVecEnv
+    envs = spec.make_vec(num_envs=4)                      # a GymnasiumVecEnv (a host_vec.HostVecEnv)
     obs = envs.reset(seeds=[0, 1, 2, 3])
     step = envs.step(actions)                             # a HostStep of [B] / [B, ...] arrays
 
@@ -24,128 +25,40 @@ imported only when a host env is asked for.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import numpy as np
-from gymnax.environments import spaces
 
 from jaxrl_async.env_ids import ENVPOOL_PREFIX, GYMNASIUM_PREFIX, host_env_kind
-from jaxrl_async.spaces import as_observation, from_gymnasium, map_shapes, observation_shapes
-
-ENVPOOL_MISSING = ("env {env_id!r} needs EnvPool, which is not installed (it publishes no wheel for "
-                   "every Python; try `pip install envpool`), or use gymnasium:{name}")
+from jaxrl_async.envs.host_vec import HostEnvSpec, HostVecEnv, set_row, to_gymnax_space
 
 
-def to_gymnax_space(space: Any, what: str) -> Any:
-    """A gymnasium space as ours (`spaces.from_gymnasium`); ValueError naming `what` for the others."""
-    try:
-        return from_gymnasium(space)
-    except ValueError as error:
-        raise ValueError(f"{what} space: {error}") from None
-
-
-def set_row(obs_shape: Any, batch: Any, i: int, row: Any) -> None:
-    """`batch[i] = row` in place, leaf by leaf: a batched observation pytree and one of its rows."""
-
-    def put(_, leaf: np.ndarray, value: Any) -> None:
-        leaf[i] = value
-
-    map_shapes(put, obs_shape, batch, row)
-
-
-@dataclasses.dataclass(frozen=True)
-class HostStep:
-    """One vector step, `[B, ...]` NumPy arrays.
-
-    Attributes:
-      obs: the observation to act on next (the reset one where an episode ended); a pytree of
-        `[B, ...]` arrays for a Dict / Tuple observation space.
-      final_obs: the observation the step reached, before any reset (= obs where the episode went on).
-      reward: float32 reward.
-      terminated, truncated: bool, kept apart (a truncation bootstraps from V(final_obs)).
-      episode_return, episode_length: the ended episode's return / length (valid where episode_done).
-      episode_done: bool, an episode ended at this step.
-    """
-
-    obs: Any
-    final_obs: Any
-    reward: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    episode_return: np.ndarray
-    episode_length: np.ndarray
-    episode_done: np.ndarray
-
-
-class HostVecEnv:
-    """`num_envs` gymnasium envs in a SAME_STEP vector env, with episode statistics."""
+class GymnasiumVecEnv(HostVecEnv):
+    """`num_envs` gymnasium envs in a SAME_STEP vector env."""
 
     def __init__(self, vec_env: Any, observation_space: Any, action_space: Any):
+        super().__init__(vec_env.num_envs, observation_space, action_space)
         self._env = vec_env
-        self._obs_shape = observation_shapes(observation_space)
-        self.num_envs = vec_env.num_envs
-        self._box = isinstance(action_space, spaces.Box)
-        self._low, self._high = (np.asarray(action_space.low), np.asarray(action_space.high)) if self._box else (0, 0)
-        self._returns = np.zeros(self.num_envs, np.float64)
-        self._lengths = np.zeros(self.num_envs, np.int32)
 
-    def _observation(self, obs: Any) -> Any:
-        """float32 arrays in the observation space's structure (gymnasium batches a Dict / Tuple
-        observation leaf by leaf)."""
-        return as_observation(self._obs_shape, obs, np)
-
-    def reset(self, seeds: list[int]) -> Any:
-        """Reset every env, env i seeded with `seeds[i]`; the observations, float32."""
-        obs, _ = self._env.reset(seed=[int(s) for s in seeds])
-        self._returns[:] = 0.0
-        self._lengths[:] = 0
+    def _reset(self, seeds: list[int]) -> Any:
+        obs, _ = self._env.reset(seed=seeds)
         return self._observation(obs)
 
-    def step(self, actions: np.ndarray) -> HostStep:
-        """Step with `actions` ([B] ints or [B, A] floats, clipped to a Box's bounds here)."""
-        actions = np.clip(actions, self._low, self._high) if self._box else np.asarray(actions)
+    def _step(self, actions: np.ndarray) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]:
         obs, reward, terminated, truncated, info = self._env.step(actions)
         obs = self._observation(obs)
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
-        done = terminated | truncated
         final_obs = obs
-        if done.any():  # the ended envs' pre-reset observations, one env (a pytree) each
+        if (terminated | truncated).any():  # the ended envs' pre-reset observations, one env (a pytree) each
             final_obs = jax.tree.map(np.copy, obs)
             for i in np.flatnonzero(info["_final_obs"]):
                 set_row(self._obs_shape, final_obs, i, self._observation(info["final_obs"][i]))
-        reward = np.asarray(reward, np.float32)
-        self._returns += reward
-        self._lengths += 1
-        step = HostStep(obs=obs, final_obs=final_obs, reward=reward, terminated=terminated, truncated=truncated,
-                        episode_return=self._returns.astype(np.float32), episode_length=self._lengths.copy(),
-                        episode_done=done)
-        self._returns[done] = 0.0
-        self._lengths[done] = 0
-        return step
+        return obs, final_obs, np.asarray(reward, np.float32), terminated, truncated
 
     def close(self) -> None:
         self._env.close()
-
-
-@dataclasses.dataclass(frozen=True)
-class HostEnvSpec:
-    """A host env id, checked, with its spaces as gymnax spaces.
-
-    Attributes:
-      env_id: the full id (`gymnasium:CartPole-v1`).
-      observation_space, action_space: gymnax spaces.
-      max_episode_steps: the env's time limit (None: none registered).
-      make_vec: `make_vec(num_envs) -> HostVecEnv`.
-    """
-
-    env_id: str
-    observation_space: Any
-    action_space: Any
-    max_episode_steps: int | None
-    make_vec: Callable[[int], HostVecEnv]
 
 
 def _gymnasium_id(name: str) -> Any:
@@ -162,7 +75,7 @@ def _gymnasium_id(name: str) -> Any:
 
 
 def make_host_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
-    """Check a host env id and read its spaces (one env is built and closed).
+    """Check a host env id and read its spaces (gymnasium: one env is built and closed).
 
     Raises:
       ValueError: an unknown id (with close matches), an unsupported space, a missing optional extra
@@ -170,10 +83,13 @@ def make_host_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
     """
     kind = host_env_kind(env_id)
     name = env_id.split(":", 1)[1] if kind else env_id
-    if kind == ENVPOOL_PREFIX:
-        raise ValueError(ENVPOOL_MISSING.format(env_id=env_id, name=name))
+    if kind == ENVPOOL_PREFIX and name:
+        from jaxrl_async.envs.envpool_host import make_envpool_env  # imported only when asked for
+
+        return make_envpool_env(env_id, **env_kwargs)
     if kind != GYMNASIUM_PREFIX or not name:
-        raise ValueError(f"env={env_id!r} is not a host env id: write gymnasium:<id>, e.g. gymnasium:CartPole-v1")
+        raise ValueError(f"env={env_id!r} is not a host env id: write gymnasium:<id> or envpool:<id>, e.g. "
+                         "gymnasium:CartPole-v1")
     import gymnasium as gym
 
     spec = _gymnasium_id(name)
@@ -188,9 +104,9 @@ def make_host_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
     finally:
         probe.close()
 
-    def make_vec(num_envs: int) -> HostVecEnv:
+    def make_vec(num_envs: int) -> GymnasiumVecEnv:
         vec = gym.make_vec(name, num_envs=num_envs, vectorization_mode="sync", disable_env_checker=True,
                            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}, **env_kwargs)
-        return HostVecEnv(vec, observation_space, action_space)
+        return GymnasiumVecEnv(vec, observation_space, action_space)
 
     return HostEnvSpec(env_id, observation_space, action_space, spec.max_episode_steps, make_vec)
