@@ -134,13 +134,13 @@ def _cfg(tmp_path, name, **overrides):
                        learner=LearnerConfig(update_epochs=1, num_minibatches=2))
 
 
-@pytest.mark.parametrize("lag", ["0", "1"])
-def test_same_seed_gives_identical_params(tmp_path, lag):
-    a = train(_cfg(tmp_path, "a", lag=lag), console=False)
-    b = train(_cfg(tmp_path, "b", lag=lag), console=False)
+def test_same_seed_gives_identical_params(tmp_path):
+    """Lag 1, the overlapped pipeline (test_host_envs.py runs lag 0 and 1 on gymnasium envs)."""
+    a = train(_cfg(tmp_path, "a", lag="1"), console=False)
+    b = train(_cfg(tmp_path, "b", lag="1"), console=False)
     assert a.summary["params_digest"] == b.summary["params_digest"]
     assert a.summary["final_eval_episodes"] == 2
-    c = train(_cfg(tmp_path, "c", lag=lag, seed=1), console=False)
+    c = train(_cfg(tmp_path, "c", lag="1", seed=1), console=False)
     assert c.summary["params_digest"] != a.summary["params_digest"]
 
 
