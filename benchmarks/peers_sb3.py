@@ -20,7 +20,8 @@ Timing: wall time of model.learn() (env stepping in Python, acting and updates).
 inside learn(), so with WARMUP=1 (default) a throw-away model of the same shapes runs a short
 learn() first (its time: "sbx_warmup_learn_s"), taking the compiles out of the timed one.
 Final return: a 20-episode deterministic evaluation on a fresh env (and the mean of the last
-20 training episodes).
+20 training episodes). With CURVE=path, every training episode's (env steps, return) is written
+there as JSON lines, for a learning curve beside ours.
 """
 import json
 import os
@@ -105,8 +106,31 @@ if lib == "sbx" and os.environ.get("WARMUP", "1") == "1":
     warm_s = time.perf_counter() - t0
     del m2
 
+callback = None
+if os.environ.get("CURVE"):
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class EpisodeCurve(BaseCallback):
+        """Each finished training episode (the Monitor wrapper's info) as one JSON line."""
+
+        def __init__(self, path):
+            super().__init__()
+            self.file = open(path, "w")
+
+        def _on_step(self):
+            for info in self.locals["infos"]:
+                if "episode" in info:
+                    self.file.write(json.dumps({"env_steps": int(self.num_timesteps),
+                                                "episode_return": float(info["episode"]["r"])}) + "\n")
+            return True
+
+        def _on_training_end(self):
+            self.file.close()
+
+    callback = EpisodeCurve(os.environ["CURVE"])
+
 t0 = time.perf_counter()
-model.learn(total_timesteps=TOTAL)
+model.learn(total_timesteps=TOTAL, callback=callback)
 learn_s = time.perf_counter() - t0
 steps = model.num_timesteps
 

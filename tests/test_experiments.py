@@ -177,6 +177,38 @@ def test_lr_sweep_smoke(tmp_path, capsys):
     assert "| 0.001 | " in out and "| 0.003 | " in out
 
 
+def test_episode_curve_bins_episodes_by_hand():
+    from experiments.ppo_mujoco import episode_curve
+
+    grid = np.array([10.0, 20.0, 30.0])
+    # (0, 10]: returns 1 and 3; (10, 20]: 4; (20, 30]: none; step 31 is past the grid
+    curve = episode_curve([(5, 1.0), (10, 3.0), (15, 4.0), (31, 9.0)], grid)
+    np.testing.assert_array_equal(curve, [2.0, 4.0, np.nan])
+
+
+def test_ppo_mujoco_smoke(tmp_path, capsys):
+    """One rollout of ours on HalfCheetah-v5, beside SB3 files in the form benchmarks/peers_sb3.py
+    writes them (SB3 itself is not installed here)."""
+    from experiments import ppo_mujoco
+
+    sb3_dir = tmp_path / "sb3"
+    sb3_dir.mkdir()
+    (sb3_dir / "sb3-seed0.log").write_text("SUMMARY " + json.dumps({"sps": 1000, "eval20_det_mean": -5.0}) + "\n")
+    (sb3_dir / "sb3-seed0.jsonl").write_text("".join(json.dumps({"env_steps": 1000 * (i + 1), "episode_return": r})
+                                                     + "\n" for i, r in enumerate([-300.0, -250.0])))
+    batch = ppo_mujoco.CONFIG.batch_size
+    results = ppo_mujoco.main(["--seeds", "0", "--total-timesteps", str(batch), "--sb3-dir", str(sb3_dir),
+                               "--run-dir", str(tmp_path / "run")])
+    ours = results["ours"][0]
+    assert ours["env_steps"] == batch and ours["env_id"] == "gymnasium:HalfCheetah-v5" and ours["mode"] == "async"
+    assert ours["final_eval_episodes"] == 20
+    assert (tmp_path / "run" / COMPARISON_FILE).stat().st_size > 0
+    out = capsys.readouterr().out
+    # SB3's row: its steps/s, its evaluation, and its training return in the curve's last window
+    # (2048 steps in 25 windows: the last, (1966, 2048], holds the episode that ended at 2000)
+    assert "| SB3 | 1,000 ± 0 | -5.0 ± 0.0 | -250.0 ± 0.0 |" in out
+
+
 def test_curve_from_metrics_reads_seeds_and_missing_episodes(tmp_path):
     path = tmp_path / "metrics.jsonl"
     lines = [{"env_steps": 100, "episode_return_mean": 2.0, "episode_return_per_seed": [None, 2.0]},
