@@ -1,7 +1,7 @@
 """PPO on a MuJoCo task (gymnasium HalfCheetah-v5) beside Stable-Baselines3, the same settings (issue #15).
 
     python -m experiments.ppo_mujoco [--env HalfCheetah-v5] [--seeds 0 1 2] [--total-timesteps 1000000]
-        [--sb3-python PATH | --sb3-dir DIR] [--run-dir DIR]
+        [--sb3-python PATH | --sb3-dir DIR] [--ours-dir DIR] [--run-dir DIR]
 
 Both sides run SB3's default PPO settings (`CONFIG`): one env, 2048 steps per rollout, 10 epochs of
 minibatches of 64, Adam 3e-4 (not annealed), gamma 0.99, GAE lambda 0.95, clip 0.2, no entropy bonus,
@@ -11,7 +11,8 @@ process run per seed (a host env trains one seed per run).
 
 The SB3 side: `--sb3-python` runs `benchmarks/peers_sb3.py` under that interpreter for each seed
 (with SB3 and gymnasium[mujoco] installed), writing `sb3-seed<N>.jsonl` (every training episode)
-and `.log` into the run directory; `--sb3-dir` reads such files from an earlier run instead.
+and `.log` into the run directory; `--sb3-dir` reads such files from an earlier run instead, and
+`--ours-dir` our `ours-seed<N>` runs (the two sides can then run at different times).
 
 Writes `<run_dir>/comparison.png` (training-episode return against env steps, mean over seeds and
 its 95% bootstrap CI, each side) and prints a table: steps/s, the final evaluation (ours: 20 greedy
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
     sb3 = parser.add_mutually_exclusive_group()
     sb3.add_argument("--sb3-python", help="a python with stable-baselines3 and gymnasium[mujoco]: run SB3 too")
     sb3.add_argument("--sb3-dir", help="read SB3's sb3-seed<N>.{jsonl,log} from this directory")
+    parser.add_argument("--ours-dir", help="read our ours-seed<N> run directories from here instead of training")
     parser.add_argument("--run-dir", default=None)
     args = parser.parse_args(argv)
     from jaxrl_async.training import train  # after the script's CPU settings (run_script)
@@ -94,13 +96,18 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir = args.run_dir or default_run_dir("ppo_mujoco")
     os.makedirs(out_dir, exist_ok=True)
     grid = np.linspace(0, args.total_timesteps, GRID_POINTS + 1)[1:]
-    ours = {}
+    ours = {}  # seed -> (run dir, summary)
     for seed in args.seeds:
+        if args.ours_dir:
+            run_dir = os.path.join(args.ours_dir, f"ours-seed{seed}")
+            ours[seed] = run_dir, json.load(open(os.path.join(run_dir, "summary.json")))
+            continue
         cfg = dataclasses.replace(CONFIG, env=f"gymnasium:{args.env}", seed=seed, total_timesteps=args.total_timesteps,
                                   run_dir=os.path.join(out_dir, f"ours-seed{seed}"))
-        ours[seed] = train(cfg, console=False)
-        print(f"ours seed {seed}: {ours[seed].summary['steps_per_second']:,.0f} steps/s, "
-              f"greedy return {ours[seed].summary['final_eval_return_mean']:.1f}", flush=True)
+        result = train(cfg, console=False)
+        ours[seed] = result.run_dir, result.summary
+        print(f"ours seed {seed}: {result.summary['steps_per_second']:,.0f} steps/s, "
+              f"greedy return {result.summary['final_eval_return_mean']:.1f}", flush=True)
     sb3_dir = args.sb3_dir
     if args.sb3_python:
         for seed in args.seeds:
@@ -108,12 +115,11 @@ def main(argv: list[str] | None = None) -> dict:
         sb3_dir = out_dir
 
     rows, curves = [], {}
-    our_episodes = {seed: _our_episodes(result.run_dir) for seed, result in ours.items()}
-    curves["ours"] = (grid, np.stack([episode_curve(our_episodes[s], grid) for s in args.seeds], axis=-1))
-    rows.append(["ours", _mean_std([r.summary["steps_per_second"] for r in ours.values()], ",.0f"),
-                 _mean_std([r.summary["final_eval_return_mean"] for r in ours.values()]),
+    curves["ours"] = (grid, np.stack([episode_curve(_our_episodes(ours[s][0]), grid) for s in args.seeds], axis=-1))
+    rows.append(["ours", _mean_std([summary["steps_per_second"] for _, summary in ours.values()], ",.0f"),
+                 _mean_std([summary["final_eval_return_mean"] for _, summary in ours.values()]),
                  _mean_std(list(curves["ours"][1][-1]))])
-    results = {"ours": {s: r.summary for s, r in ours.items()}}
+    results = {"ours": {s: summary for s, (_, summary) in ours.items()}}
     if sb3_dir:
         sb3_runs = {seed: _sb3_result(sb3_dir, seed) for seed in args.seeds}
         curves["SB3"] = (grid, np.stack([episode_curve(sb3_runs[s][1], grid) for s in args.seeds], axis=-1))

@@ -207,6 +207,12 @@ def test_ppo_mujoco_smoke(tmp_path, capsys):
     # SB3's row: its steps/s, its evaluation, and its training return in the curve's last window
     # (2048 steps in 25 windows: the last, (1966, 2048], holds the episode that ended at 2000)
     assert "| SB3 | 1,000 ± 0 | -5.0 ± 0.0 | -250.0 ± 0.0 |" in out
+    # --ours-dir: the same table from the runs on disk, nothing trained again
+    ours_row = next(line for line in out.splitlines() if line.startswith("| ours |"))
+    again = ppo_mujoco.main(["--seeds", "0", "--total-timesteps", str(batch), "--sb3-dir", str(sb3_dir),
+                             "--ours-dir", str(tmp_path / "run"), "--run-dir", str(tmp_path / "replot")])
+    assert again["ours"][0] == ours and ours_row in capsys.readouterr().out
+    assert not (tmp_path / "replot" / "ours-seed0").exists()
 
 
 def test_curve_from_metrics_reads_seeds_and_missing_episodes(tmp_path):
