@@ -6,8 +6,11 @@
 Both sides run SB3's default PPO settings (`CONFIG`): one env, 2048 steps per rollout, 10 epochs of
 minibatches of 64, Adam 3e-4 (not annealed), gamma 0.99, GAE lambda 0.95, clip 0.2, no entropy bonus,
 value loss 0.5, gradient norm 0.5, separate tanh 64x64 actor and critic, no value clipping and no
-observation or reward normalisation. Ours trains `gymnasium:<env>` in the async mode (lag 1), one
-process run per seed (a host env trains one seed per run).
+observation or reward normalisation. Ours trains `gymnasium:<env>` in the async mode at lag 0 (lock
+step, as SB3), one run per seed (a host env trains one seed per run). Lag 1 learned much less here:
+each rollout is one update of 10 epochs, so at lag 1 every rollout comes from params a whole update
+old (seed 0: training return 1,098 in the last 40k steps against 1,529 at lag 0; SB3: 1,371), and
+with one env acting dominates (~730 ms a rollout against a 68 ms update), so lag 1 was no faster.
 
 The SB3 side: `--sb3-python` runs `benchmarks/peers_sb3.py` under that interpreter for each seed
 (with SB3 and gymnasium[mujoco] installed), writing `sb3-seed<N>.jsonl` (every training episode)
@@ -35,7 +38,7 @@ from experiments.common import COMPARISON_FILE, default_run_dir, plot_curves, pr
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 
 # a metrics line (a point of our curve) every 5 rollouts, 10,240 steps
-CONFIG = TrainConfig(env="gymnasium:HalfCheetah-v5", mode="async", lag="1", num_envs=1, num_steps=2048,
+CONFIG = TrainConfig(env="gymnasium:HalfCheetah-v5", mode="async", lag="0", num_envs=1, num_steps=2048,
                      total_timesteps=1_000_000, eval_episodes=20, eval_interval=0, checkpoint_interval=0,
                      iterations_per_call=5,
                      network=NetworkConfig(hidden_sizes=(64, 64), activation="tanh"),
