@@ -36,6 +36,7 @@ import tempfile
 from typing import Literal
 
 from experiments import dqn_cartpole
+from experiments.common import last_json
 from jaxrl_async import presets
 from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.flags import parse
@@ -131,11 +132,6 @@ def run_ours(case: str, total: int | None, default_eval: bool) -> dict:
             "eval_checkpoint_s": s.get("eval_checkpoint_s"), "final_return": s["final_eval_return_mean"]}
 
 
-def _last_json(stdout: str, prefix: str = "SUMMARY ") -> dict:
-    line = next(line for line in reversed(stdout.splitlines()) if line.startswith(prefix))
-    return json.loads(line[len(prefix):])
-
-
 def run_side(side: str, case: str, cfg: PeersConfig) -> dict:
     """One run of `side` in a new process; its figures in our keys."""
     total = cfg.total_timesteps or (2 * 4 * 128 if cfg.quick else None)
@@ -154,8 +150,8 @@ def run_side(side: str, case: str, cfg: PeersConfig) -> dict:
     if out.returncode:
         raise RuntimeError(f"{side} {case} failed ({' '.join(command)}):\n{out.stderr[-3000:]}")
     if side.startswith("ours"):
-        return _last_json(out.stdout, "OURS ")
-    s = _last_json(out.stdout)
+        return last_json(out.stdout, "OURS ")
+    s = last_json(out.stdout)
     if side == "rejax":
         return {"steps_per_second": s["agg_sps_median"], "compile_s": s["trace_s"] + s["compile_s"],
                 "e2e_steps_per_second": s["agg_sps_median"], "env_steps": s["steps_per_seed"],

@@ -77,6 +77,13 @@ def curve_from_metrics(path: str, x: str = "env_steps") -> tuple[np.ndarray, np.
     return np.asarray(env_steps, dtype), np.asarray(returns, np.float64)
 
 
+def last_json(text: str, prefix: str = "SUMMARY ") -> dict:
+    """The JSON after `prefix` on the last line of `text` that starts with it (the peers' runners
+    print their figures that way)."""
+    line = next(line for line in reversed(text.splitlines()) if line.startswith(prefix))
+    return json.loads(line[len(prefix):])
+
+
 def bootstrap_ci(values: np.ndarray, *, confidence: float = 0.95, num_resamples: int = 2000,
                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bootstrap confidence interval of the mean over the last axis.

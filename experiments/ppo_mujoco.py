@@ -34,7 +34,8 @@ import sys
 
 import numpy as np
 
-from experiments.common import COMPARISON_FILE, default_run_dir, plot_curves, print_table, run_script
+from experiments.common import (COMPARISON_FILE, curve_from_metrics, default_run_dir, last_json, plot_curves,
+                                print_table, run_script)
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 
 # a metrics line (a point of our curve) every 5 rollouts, 10,240 steps
@@ -59,10 +60,10 @@ def episode_curve(episodes: list[tuple[int, float]], grid: np.ndarray) -> np.nda
 
 
 def _our_episodes(run_dir: str) -> list[tuple[int, float]]:
-    """(env steps, mean return of the episodes ended since the previous line), one per metrics line."""
-    lines = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
-    return [(line["env_steps"], line["episode_return_mean"]) for line in lines
-            if line.get("episode_return_mean") is not None]
+    """(env steps, mean return of the episodes ended since the previous line), one per metrics line
+    where an episode ended (one seed)."""
+    env_steps, returns = curve_from_metrics(os.path.join(run_dir, "metrics.jsonl"))
+    return [(int(s), float(r)) for s, r in zip(env_steps, returns[:, 0]) if not np.isnan(r)]
 
 
 def _sb3_run(python: str, env: str, steps: int, seed: int, out_dir: str) -> None:
@@ -73,8 +74,7 @@ def _sb3_run(python: str, env: str, steps: int, seed: int, out_dir: str) -> None
 
 
 def _sb3_result(sb3_dir: str, seed: int) -> tuple[dict, list[tuple[int, float]]]:
-    log = open(os.path.join(sb3_dir, f"sb3-seed{seed}.log")).read()
-    summary = json.loads(next(line for line in log.splitlines() if line.startswith("SUMMARY "))[len("SUMMARY "):])
+    summary = last_json(open(os.path.join(sb3_dir, f"sb3-seed{seed}.log")).read())
     episodes = [json.loads(line) for line in open(os.path.join(sb3_dir, f"sb3-seed{seed}.jsonl"))]
     return summary, [(e["env_steps"], e["episode_return"]) for e in episodes]
 

@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from jaxrl_async.env_ids import ENVPOOL_PREFIX
-from jaxrl_async.envs.host_vec import HostEnvSpec, HostVecEnv, to_gymnax_space
+from jaxrl_async.envs.host_vec import HostEnvSpec, HostVecEnv, set_row, to_gymnax_space
 
 ENVPOOL_MISSING = ("env {env_id!r} needs EnvPool, an optional extra that is not installed: pip install -e "
                    "'.[envpool]' (or pip install envpool; it publishes wheels for Linux), or use gymnasium:{name}")
@@ -80,12 +80,7 @@ class EnvPoolVecEnv(HostVecEnv):
         if ended.size:  # reset the ended envs now, so this step's obs is theirs to act on next
             reset_obs, info = self._env.reset(ended.astype(np.int32))
             obs = jax.tree.map(np.copy, final_obs)
-            rows = np.asarray(info["env_id"])
-
-            def put(leaf: np.ndarray, reset_leaf: np.ndarray) -> None:
-                leaf[rows] = reset_leaf
-
-            jax.tree.map(put, obs, self._observation(reset_obs))
+            set_row(self._obs_shape, obs, np.asarray(info["env_id"]), self._observation(reset_obs))
         return obs, final_obs, np.asarray(reward, np.float32), terminated, truncated
 
     def close(self) -> None:

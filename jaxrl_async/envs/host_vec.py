@@ -29,8 +29,9 @@ def to_gymnax_space(space: Any, what: str) -> Any:
         raise ValueError(f"{what} space: {error}") from None
 
 
-def set_row(obs_shape: Any, batch: Any, i: int, row: Any) -> None:
-    """`batch[i] = row` in place, leaf by leaf: a batched observation pytree and one of its rows."""
+def set_row(obs_shape: Any, batch: Any, i: Any, row: Any) -> None:
+    """`batch[i] = row` in place, leaf by leaf: a batched observation pytree and one of its rows
+    (or, with `i` an index array, as many rows)."""
 
     def put(_, leaf: np.ndarray, value: Any) -> None:
         leaf[i] = value
