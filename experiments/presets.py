@@ -19,7 +19,8 @@ from experiments.common import CURVE_FILE, curve_from_metrics, default_run_dir, 
 from experiments.common import print_table, run_script
 from jaxrl_async.presets import PRESETS, config_for
 
-MEASURED = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "Breakout-MinAtar", "Catch-bsuite", "MountainCar-v0")
+MEASURED = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCarContinuous-v0", "Breakout-MinAtar", "Catch-bsuite",
+            "MountainCar-v0")
 
 
 @dataclasses.dataclass(frozen=True)

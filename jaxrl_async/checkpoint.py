@@ -250,10 +250,23 @@ def _key_paths(tree: Any, prefix: str = "") -> set[str]:
     return {prefix}
 
 
+def _with_empty_fields(target: Any, saved: Any) -> Any:
+    """`saved` with an empty entry wherever `target` has an empty field that `saved` lacks: a
+    field added to the state after a checkpoint was written (e.g. `RolloutState.noise`) holds
+    no arrays where it is unused, so the older checkpoint still fits."""
+    if not (isinstance(target, dict) and isinstance(saved, dict)):
+        return saved
+    filled = {k: _with_empty_fields(target[k], v) if k in target else v for k, v in saved.items()}
+    filled.update({k: {} for k, v in target.items() if k not in saved and isinstance(v, dict) and not v})
+    return filled
+
+
 def restore_state(target: Any, state_dict: Any, path: str = "<checkpoint>") -> Any:
     """Fill `target`'s structure with the saved arrays, checking that every saved leaf has a
     place (flax would drop extras silently) and every leaf's shape and dtype."""
-    expected, saved = _key_paths(serialization.to_state_dict(target)), _key_paths(state_dict)
+    target_dict = serialization.to_state_dict(target)
+    state_dict = _with_empty_fields(target_dict, state_dict)
+    expected, saved = _key_paths(target_dict), _key_paths(state_dict)
     if expected != saved:
         extra, missing = sorted(saved - expected), sorted(expected - saved)
         detail = f"it holds {extra[0]}, which this config's state has not" if extra else \

@@ -80,9 +80,9 @@ def _default_command(args: list[str]) -> tuple[commands.TrainCommand, list[str]]
 
         return commands.TrainCommand(config=load_config(resume_dir), resume=resume_dir), args
     env = _flag_value(args, "--env") or TrainConfig.env
-    # the env presets hold PPO's settings: another learner starts from its own preset (sac), else
-    # from the plain defaults, unless one is asked for by name
-    algo = _flag_value(args, "--algo") or TrainConfig.algo
+    # an env's preset names its learner (PPO unless it says): --algo naming another starts from
+    # that learner's own preset (sac), else from the plain defaults, unless one is asked for by name
+    algo = _flag_value(args, "--algo")
     # a host env is stepped by the async mode's actor thread: that is its default mode
     base = TrainConfig(mode="async") if host_env_kind(env) else None
     config = presets.config_for(env, preset or presets.AUTO, base=base, algo=algo)

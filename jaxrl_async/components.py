@@ -55,7 +55,8 @@ def build(cfg: TrainConfig, backend: str | None = None) -> Components:
     speed = resolve_speed(cfg, backend)
     rollout = make_rollout(env, env_params, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps,
                            gamma=cfg.learner.gamma, gae_lambda=cfg.learner.gae_lambda,
-                           normalize_obs=cfg.normalize_obs, unroll=speed.scan_unroll, gae_scan=speed.gae_scan)
+                           normalize_obs=cfg.normalize_obs, unroll=speed.scan_unroll, gae_scan=speed.gae_scan,
+                           noise_correlation=cfg.action_noise_correlation)
     algo = make_algorithm(cfg, policy, q_values, unroll=speed.update_unroll, sac_nets=sac_nets)
     evaluate = make_evaluator(env, env_params, policy, num_episodes=cfg.eval_episodes,
                               normalize_obs=cfg.normalize_obs, unroll=speed.eval_unroll)

@@ -2,7 +2,8 @@
 the Q-network's epsilon-greedy one.
 
 Each offers `sample(key)`, `log_prob(action)`, `entropy()` and `mode()` (the greedy
-action). Batch shapes follow the parameters: logits `[..., A]`, mean `[..., D]`,
+action); the Gaussians also `sample_from_noise(eps)`, the action for a given standard-normal
+draw (`exploration.py`). Batch shapes follow the parameters: logits `[..., A]`, mean `[..., D]`,
 multi-categorical logits `[..., sum(nvec)]`.
 """
 
@@ -72,7 +73,10 @@ class DiagGaussian:
     log_std: jax.Array  # [..., D] (broadcast from a state-independent [D] parameter)
 
     def sample(self, key: jax.Array) -> jax.Array:
-        noise = jax.random.normal(key, self.mean.shape, self.mean.dtype)
+        return self.sample_from_noise(jax.random.normal(key, self.mean.shape, self.mean.dtype))
+
+    def sample_from_noise(self, noise: jax.Array) -> jax.Array:
+        """The action for a standard-normal `noise` [..., D] (`exploration.py` correlates it)."""
         return self.mean + jnp.exp(self.log_std) * noise
 
     def log_prob(self, action: jax.Array) -> jax.Array:

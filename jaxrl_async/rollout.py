@@ -21,6 +21,7 @@ import jax.numpy as jnp
 
 from jaxrl_async.advantages import batched_gae, gae_inputs
 from jaxrl_async.envs.normalize import RunningMeanStd
+from jaxrl_async.exploration import check_correlation, initial_noise, next_noise
 from jaxrl_async.networks import Policy, reset_carry
 from jaxrl_async.spaces import as_observation, map_shapes
 from jaxrl_async.types import RolloutState, Trajectory
@@ -33,7 +34,7 @@ class Rollout(NamedTuple):
 
 def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: int,
                  gamma: float, gae_lambda: float, normalize_obs: bool = False,
-                 unroll: int = 1, gae_scan: str = "sequential") -> Rollout:
+                 unroll: int = 1, gae_scan: str = "sequential", noise_correlation: float = 0.0) -> Rollout:
     """Build the rollout for `num_envs` parallel copies of a gymnax-1.x env.
 
     Args:
@@ -46,7 +47,14 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         the policy normalised observations (every leaf of a nested observation on its own).
       unroll: `lax.scan` unroll factor (speed only).
       gae_scan: GAE's recursion, "sequential" or "associative" (`advantages.gae`; speed only).
+      noise_correlation: correlation of a Gaussian policy's exploration noise between
+        consecutive steps (`exploration.py`); 0 samples white noise.
     """
+    check_correlation(noise_correlation)
+    correlated = noise_correlation > 0.0
+    if correlated and policy.discrete:
+        raise ValueError(f"action_noise_correlation={noise_correlation} correlates a Gaussian policy's noise over "
+                         "time, but this env's actions are discrete: use --action-noise-correlation 0")
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     reset_env = jax.vmap(env.reset, in_axes=(0, None))
     obs_shape = policy.obs_shape
@@ -59,7 +67,8 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         if normalize_obs:
             stats = stats.update(obs)
         return RolloutState(env_state=env_state, obs=obs, obs_stats=stats, key=key,
-                            carry=policy.initial_carry((num_envs,)), reset=jnp.ones((num_envs,), bool))
+                            carry=policy.initial_carry((num_envs,)), reset=jnp.ones((num_envs,), bool),
+                            noise=initial_noise(num_envs, policy.action_shape) if correlated else ())
 
     def observe(stats: RunningMeanStd, obs: jax.Array) -> jax.Array:
         return stats.normalize(obs) if normalize_obs else obs
@@ -70,7 +79,11 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         key, act_key, step_keys = keys[0], keys[1], keys[2:]
         obs = observe(state.obs_stats, state.obs)
         dist, value, carry = policy.step(params, obs, reset_carry(policy, state.carry, state.reset))
-        action = dist.sample(act_key)
+        if correlated:
+            noise = next_noise(act_key, state.noise, state.reset, noise_correlation)
+            action = dist.sample_from_noise(noise)
+        else:
+            noise, action = (), dist.sample(act_key)
         log_prob = dist.log_prob(action)
         next_obs, env_state, reward, terminated, truncated, info = step_env(
             step_keys, state.env_state, action, env_params)
@@ -87,7 +100,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
             # to value next_obs after the scan; a feedforward policy's carry is (), which records nothing
             carry_after=carry)
         state = state.replace(env_state=env_state, obs=next_obs, obs_stats=stats, key=key, carry=carry,
-                              reset=terminated | truncated)
+                              reset=terminated | truncated, noise=noise)
         return state, record
 
     def collect(params, state: RolloutState) -> tuple[RolloutState, Trajectory]:

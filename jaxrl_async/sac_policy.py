@@ -87,6 +87,14 @@ class SquashedGaussian:
         random = jax.random.uniform(uniform_key, self.mean.shape, self.mean.dtype, -1.0, 1.0)
         return self.to_env(jnp.where(self.uniform, random, unit))
 
+    def sample_from_noise(self, noise: jax.Array) -> jax.Array:
+        """The env action for a standard-normal `noise` [..., D] (`exploration.py` correlates it
+        over time). In the warm-up it is the noise's normal CDF mapped onto the box: uniform, as
+        `sample`'s, and correlated alike (white warm-up actions explore as little as white noise)."""
+        unit = jnp.tanh(self.mean + jnp.exp(self.log_std) * noise)
+        uniform = 2.0 * jax.scipy.special.ndtr(noise) - 1.0
+        return self.to_env(jnp.where(self.uniform, uniform, unit))
+
     def log_prob(self, action: jax.Array) -> jax.Array:
         """The unit action's log-density, from the env action (clipped inside the open box to
         invert the tanh: the rollout records it; the learner uses `sample_unit`'s)."""

@@ -26,6 +26,8 @@ class RolloutState:
       key: PRNG key for actions and env steps.
       carry: the policy's recurrent state, leaves `[B, ...]` (an empty tuple if feedforward).
       reset: `[B]` bool, the current observation starts an episode (the carry is reset first).
+      noise: `[B, *action_shape]` the previous step's exploration noise where actions are
+        temporally correlated (`exploration.py`), else an empty tuple.
     """
 
     env_state: Any
@@ -34,6 +36,7 @@ class RolloutState:
     key: jax.Array
     carry: Any
     reset: jax.Array
+    noise: Any = ()
 
 
 @struct.dataclass

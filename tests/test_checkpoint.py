@@ -38,11 +38,11 @@ def small_config(env: str = "CartPole-v1", hidden_sizes=(16,), **overrides) -> T
 _templates: dict = {}
 
 
-def template_state(env: str = "CartPole-v1", hidden_sizes=(16,)):
-    """A real `TrainState` `[S=1, ...]` (built once per env and network)."""
-    key = (env, hidden_sizes)
+def template_state(env: str = "CartPole-v1", hidden_sizes=(16,), **overrides):
+    """A real `TrainState` `[S=1, ...]` (built once per env, network and config overrides)."""
+    key = (env, hidden_sizes, tuple(sorted(overrides.items())))
     if key not in _templates:
-        _templates[key] = jax.device_get(initial_states(build(small_config(env, hidden_sizes))))
+        _templates[key] = jax.device_get(initial_states(build(small_config(env, hidden_sizes, **overrides))))
     return _templates[key]
 
 
@@ -332,6 +332,24 @@ def test_restore_into_another_env_is_a_checkpoint_error(tmp_path):
     path = save_state(tmp_path / "c.ckpt", template_state("CartPole-v1"))
     with pytest.raises(ckpt.CheckpointError, match="does not fit this config"):
         ckpt.restore_state(template_state("Pendulum-v1"), ckpt.load(path)["state"], path)
+
+
+def test_a_checkpoint_written_before_an_empty_field_existed_still_restores(tmp_path):
+    # RolloutState.noise came after checkpoints were written; where unused it holds no arrays
+    template = template_state()
+    path = save_state(tmp_path / "c.ckpt", scramble(template, seed=2))
+    saved = ckpt.load(path)["state"]
+    assert saved["rollout"].pop("noise") == {}
+    restored = ckpt.restore_state(template, saved, path)
+    assert leaf_bytes(restored) == leaf_bytes(scramble(template, seed=2))
+
+
+def test_correlated_noise_needs_its_saved_state(tmp_path):
+    # a run with white noise cannot continue with correlated noise: the noise state is missing
+    path = save_state(tmp_path / "c.ckpt", template_state("Pendulum-v1"))
+    correlated = template_state("Pendulum-v1", action_noise_correlation=0.9)
+    with pytest.raises(ckpt.CheckpointError, match=r"missing leaf .rollout.noise; resume with the config"):
+        ckpt.restore_state(correlated, ckpt.load(path)["state"], path)
 
 
 # ------------------------------------------------------------------ pruning

@@ -177,6 +177,7 @@ def test_resume_refuses_shape_changing_flags(runs, change, field, tmp_path):
 @pytest.mark.parametrize("dotted, change", [
     ("env", dict(env="Acrobot-v1")), ("num_envs", dict(num_envs=8)), ("num_steps", dict(num_steps=32)),
     ("num_seeds", dict(num_seeds=2)), ("seed", dict(seed=1)), ("normalize_obs", dict(normalize_obs=True)),
+    ("action_noise_correlation", dict(action_noise_correlation=0.5)),
     ("network.hidden_sizes", dict(network=dict(hidden_sizes=(16, 16)))),
     ("network.activation", dict(network=dict(activation="relu"))),
     ("network.torso", dict(network=dict(torso="mlp"))),

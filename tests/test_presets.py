@@ -138,3 +138,16 @@ def test_the_ppo_presets_apply_to_ppo_only():
     assert parse_train(["--env", "CartPole-v1", "--algo", "ppo"]).config.preset == "CartPole-v1"
     # asked for by name, a preset still applies
     assert parse_train(["--env", "CartPole-v1", "--algo", "a2c", "--preset", "CartPole-v1"]).config.preset == "CartPole-v1"
+
+
+def test_an_env_preset_may_name_its_learner():
+    # MountainCarContinuous-v0's preset is SAC's, with correlated exploration noise
+    cfg = parse_train(["--env", "MountainCarContinuous-v0"]).config
+    assert cfg.algo == "sac" and cfg.action_noise_correlation == 0.99
+    assert cfg.preset == "MountainCarContinuous-v0" and cfg == presets.config_for("MountainCarContinuous-v0")
+    assert parse_train(["--env", "MountainCarContinuous-v0", "--algo", "sac"]).config == cfg
+    # another learner asked for gets its own start: PPO the plain defaults
+    ppo = parse_train(["--env", "MountainCarContinuous-v0", "--algo", "ppo"]).config
+    assert ppo == TrainConfig(env="MountainCarContinuous-v0")
+    # and SAC on an env whose preset is PPO's starts from SAC's own preset
+    assert parse_train(["--env", "Pendulum-v1", "--algo", "sac"]).config.preset == "sac"
