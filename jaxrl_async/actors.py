@@ -152,7 +152,7 @@ class HostActors:
         b = state.reset.shape[1] // self._n
         part = lambda tree: jax.tree.map(lambda x: x[:, i * b:(i + 1) * b], tree)  # noqa: E731
         return state.replace(env_state=part(state.env_state), obs=part(state.obs), carry=part(state.carry),
-                             reset=part(state.reset), key=key)
+                             reset=part(state.reset), noise=part(state.noise), key=key)
 
     def collect(self, params, rollout_state):
         if self._n == 1:
@@ -170,7 +170,7 @@ class HostActors:
         join = lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=1)  # noqa: E731
         parts = [s for s, _ in results]
         new_state = parts[0].replace(**{name: jax.tree.map(join, *[getattr(p, name) for p in parts])
-                                        for name in ("env_state", "obs", "carry", "reset")})
+                                        for name in ("env_state", "obs", "carry", "reset", "noise")})
         self._last_join_s = join_s
         return jax.device_put(new_state, self._actors[0]._device), trajectory
 

@@ -85,7 +85,8 @@ def _build_host(cfg: TrainConfig, backend: str | None) -> Components:
     policy, q_values, sac_nets = _policy(cfg, observation_shapes(spec.observation_space), spec.action_space)
     speed = resolve_speed(cfg, backend)
     rollout = HostRollout(spec, policy, num_envs=cfg.num_envs, num_steps=cfg.num_steps, gamma=cfg.learner.gamma,
-                          gae_lambda=cfg.learner.gae_lambda, gae_scan=speed.gae_scan, normalize_obs=cfg.normalize_obs)
+                          gae_lambda=cfg.learner.gae_lambda, gae_scan=speed.gae_scan, normalize_obs=cfg.normalize_obs,
+                          noise_correlation=cfg.action_noise_correlation)
     algo = make_algorithm(cfg, policy, q_values, unroll=speed.update_unroll, sac_nets=sac_nets)
     return Components(cfg, spec, None, policy, rollout, algo, HostEvaluator(rollout, cfg.eval_episodes), speed)
 

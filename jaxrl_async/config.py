@@ -166,7 +166,7 @@ class TrainConfig:
     normalize_obs: bool = False
     """Running observation normalisation (statistics live in the rollout state)."""
     action_noise_correlation: float = 0.0
-    """Gaussian policies (Box actions, gymnax envs): correlation of the exploration noise between consecutive steps, eps_t = c eps_t-1 + sqrt(1 - c^2) z_t per env, redrawn at each episode's start; 0 is white noise, 0.99 keeps a push going for ~100 steps (MountainCarContinuous-v0's preset). Each step's noise stays standard normal, so the learners' log-probabilities are unchanged (jaxrl_async/exploration.py)."""
+    """Gaussian policies (Box actions): correlation of the exploration noise between consecutive steps, eps_t = c eps_t-1 + sqrt(1 - c^2) z_t per env, redrawn at each episode's start; 0 is white noise, 0.99 keeps a push going for ~100 steps (MountainCarContinuous-v0's preset). Each step's noise stays standard normal, so the learners' log-probabilities are unchanged (jaxrl_async/exploration.py)."""
     eval_episodes: int = 32
     """Complete episodes of the greedy policy per evaluation (per seed)."""
     eval_interval: int | Literal["auto"] = "auto"
@@ -262,9 +262,6 @@ class TrainConfig:
                "one jitted program: use --mode async (the CLI picks it for a host env by itself)")
         _check(self.num_seeds == 1, "num_seeds", self.num_seeds,
                "host envs train one seed per process: run one process per seed")
-        _check(self.action_noise_correlation == 0.0, "action_noise_correlation", self.action_noise_correlation,
-               "correlated exploration noise is carried by the jitted rollout of gymnax envs; a host env's actor "
-               "samples white noise: use --action-noise-correlation 0")
         _check(not (self.normalize_obs and self.num_actors > 1), "normalize_obs", self.normalize_obs,
                f"with num_actors={self.num_actors} each actor would keep statistics of its own share of the envs: "
                "use --num-actors 1 or --no-normalize-obs")

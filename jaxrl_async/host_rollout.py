@@ -26,6 +26,7 @@ from jaxrl_async.advantages import batched_gae, gae_inputs
 from jaxrl_async.envs.host_vec import HostEnvSpec, HostVecEnv, set_row
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.evaluate import EvalResult
+from jaxrl_async.exploration import check_correlation, initial_noise, next_noise
 from jaxrl_async.networks import Policy, reset_carry
 from jaxrl_async.spaces import map_shapes, zeros_observation
 from jaxrl_async.types import RolloutState, Trajectory
@@ -42,24 +43,32 @@ def env_seeds(seed: int, stream: int, num_envs: int) -> list[int]:
     return [int(s) for s in np.random.SeedSequence([seed, stream]).generate_state(num_envs)]
 
 
-def _act(policy: Policy, params, obs, carry, reset, key, greedy: bool):
-    """One step of the policy with this step's own key: (action, log_prob, value, carry). The keys
-    of a fragment's steps are split from the state's key in one call before it (`step_keys`): a
-    split inside every act call cost more than the network."""
+def _act(policy: Policy, params, obs, carry, reset, key, greedy: bool, noise=(), correlation: float = 0.0):
+    """One step of the policy with this step's own key: (action, log_prob, value, carry, noise). The
+    keys of a fragment's steps are split from the state's key in one call before it (`step_keys`): a
+    split inside every act call cost more than the network. With a `correlation` the action is
+    drawn from `noise`'s next value (`exploration.py`), else `noise` stays the empty tuple."""
     dist, value, carry = policy.step(params, obs, reset_carry(policy, carry, reset))
-    action = dist.mode() if greedy else dist.sample(key)
-    return action, dist.log_prob(action), value, carry
+    if greedy:
+        action = dist.mode()
+    elif correlation > 0.0:
+        noise = next_noise(key, noise, reset, correlation)
+        action = dist.sample_from_noise(noise)
+    else:
+        action = dist.sample(key)
+    return action, dist.log_prob(action), value, carry, noise
 
 
-def _observe_and_act(policy: Policy, params, stats: RunningMeanStd, obs, final_prev, carry, reset, key):
+def _observe_and_act(policy: Policy, params, stats: RunningMeanStd, obs, final_prev, carry, reset, key, noise,
+                     correlation: float):
     """`--normalize-obs`'s step, as the jitted rollout orders it: the statistics take in `obs` (what
     the previous step reached, or the reset observation), then the policy acts on `obs` normalised
     by them, and the previous step's pre-reset observation `final_prev` is normalised by them too
     (the jitted rollout normalises its `next_obs` after the update). Returns (action, log_prob,
-    value, carry, stats, normalised obs, normalised final_prev)."""
+    value, carry, noise, stats, normalised obs, normalised final_prev)."""
     stats = stats.update(obs)
     obs_in = stats.normalize(obs)
-    return (*_act(policy, params, obs_in, carry, reset, key, greedy=False), stats, obs_in,
+    return (*_act(policy, params, obs_in, carry, reset, key, False, noise, correlation), stats, obs_in,
             stats.normalize(final_prev))
 
 
@@ -67,9 +76,14 @@ class HostRollout:
     """The host rollout's pure parts (`init`, the jitted act and finish) for one env spec."""
 
     def __init__(self, spec: HostEnvSpec, policy: Policy, *, num_envs: int, num_steps: int, gamma: float,
-                 gae_lambda: float, gae_scan: str = "sequential", normalize_obs: bool = False):
+                 gae_lambda: float, gae_scan: str = "sequential", normalize_obs: bool = False,
+                 noise_correlation: float = 0.0):
+        check_correlation(noise_correlation)
+        if noise_correlation > 0.0 and policy.discrete:
+            raise ValueError(f"action_noise_correlation={noise_correlation} correlates a Gaussian policy's noise "
+                             "over time, but this env's actions are discrete: use --action-noise-correlation 0")
         self._settings = dict(num_steps=num_steps, gamma=gamma, gae_lambda=gae_lambda, gae_scan=gae_scan,
-                              normalize_obs=normalize_obs)
+                              normalize_obs=normalize_obs, noise_correlation=noise_correlation)
         self.spec, self.policy = spec, policy
         self.num_envs, self.num_steps, self.normalize_obs = num_envs, num_steps, normalize_obs
         obs_shape = policy.obs_shape
@@ -79,7 +93,8 @@ class HostRollout:
             return RolloutState(env_state=jnp.zeros((num_envs,), jnp.int32),
                                 obs=zeros_observation(obs_shape, (num_envs,)),
                                 obs_stats=RunningMeanStd.create(obs_shape), key=key,
-                                carry=policy.initial_carry((num_envs,)), reset=jnp.ones((num_envs,), bool))
+                                carry=policy.initial_carry((num_envs,)), reset=jnp.ones((num_envs,), bool),
+                                noise=initial_noise(num_envs, policy.action_shape) if noise_correlation else ())
 
         def finish(params, rec: dict, carry_after, initial_carry) -> Trajectory:
             bootstrap_value = policy.value_step(params, rec["next_obs"], carry_after)
@@ -90,9 +105,11 @@ class HostRollout:
             return jax.tree.map(lambda x: x[None], trajectory)  # the learner's seed axis
 
         self.init = init
+        # the actor's act (its noise correlated where asked); the evaluator's, always white
+        self._act = jax.jit(lambda p, o, c, r, k, n: _act(policy, p, o, c, r, k, False, n, noise_correlation))
         self.act = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, k, greedy=False))
         self.act_greedy = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, k, greedy=True))
-        self._observe_and_act = jax.jit(lambda *args: _observe_and_act(policy, *args))
+        self._observe_and_act = jax.jit(lambda *args: _observe_and_act(policy, *args, noise_correlation))
         # the fragment's last pre-reset observation, normalised as the next fragment's first step would
         self._observe_final = jax.jit(lambda stats, obs, final: stats.update(obs).normalize(final))
         # evaluation: frozen statistics
@@ -102,19 +119,20 @@ class HostRollout:
         # the seed axis off the params and the carried state, and back on: one call each (eager
         # slicing cost ~50-100 us a leaf on the loaded 2-core CPU)
         self.unbatch = jax.jit(lambda tree: jax.tree.map(lambda x: x[0], tree))
-        self.rebatch = jax.jit(lambda state, obs, stats, key, carry, reset: state.replace(
+        self.rebatch = jax.jit(lambda state, obs, stats, key, carry, reset, noise: state.replace(
             obs=jax.tree.map(lambda x: x[None], obs), obs_stats=jax.tree.map(lambda x: x[None], stats), key=key[None],
-            carry=jax.tree.map(lambda x: x[None], carry), reset=reset[None]))
+            carry=jax.tree.map(lambda x: x[None], carry), reset=reset[None],
+            noise=jax.tree.map(lambda x: x[None], noise)))
         # the next state's key and one key per step: [T + 1] keys, on the host
         self.step_keys = jax.jit(lambda key, n: jax.random.split(key, n + 1), static_argnums=1)
 
-    def observe_and_act(self, params, stats, obs, final_prev, carry, reset, key) -> tuple:
-        """(action, log_prob, value, carry, stats, the obs to record, the previous step's `next_obs`
-        to record): `_observe_and_act` where observations are normalised, else the plain act (no
-        statistics, the observations as they are: nothing more crosses to the device)."""
+    def observe_and_act(self, params, stats, obs, final_prev, carry, reset, key, noise) -> tuple:
+        """(action, log_prob, value, carry, noise, stats, the obs to record, the previous step's
+        `next_obs` to record): `_observe_and_act` where observations are normalised, else the
+        plain act (no statistics, the observations as they are: nothing more crosses to the device)."""
         if self.normalize_obs:
-            return self._observe_and_act(params, stats, obs, final_prev, carry, reset, key)
-        return (*self.act(params, obs, carry, reset, key), stats, obs, final_prev)
+            return self._observe_and_act(params, stats, obs, final_prev, carry, reset, key, noise)
+        return (*self._act(params, obs, carry, reset, key, noise), stats, obs, final_prev)
 
     def observe_final(self, stats, obs, final):
         """The fragment's last `next_obs` to record: `final` (normalised where observations are)."""
@@ -168,7 +186,8 @@ class HostActor:
         if params is not self._source:  # once per version: the store hands out the same object
             self._params, self._source = jax.device_put(r.unbatch(params), self._device), params
         state = jax.device_put(state, self._device)  # a no-op once it lives there
-        carry, key, reset, stats = r.unbatch((state.carry, state.key, state.reset, state.obs_stats))
+        carry, key, reset, stats, noise = r.unbatch((state.carry, state.key, state.reset, state.obs_stats,
+                                                     state.noise))
         transfer_s = time.perf_counter() - start
         if self._obs is None:  # a fresh actor (a new or resumed run): the episodes start here
             self._obs, reset = self._envs.reset(self._seeds), jnp.ones((B,), bool)
@@ -187,8 +206,8 @@ class HostActor:
         final_prev = self._obs  # the previous step's pre-reset obs (none yet: its recording is skipped)
         for t in range(T):
             tick = time.perf_counter()
-            action, log_prob, value, carry, stats, obs_in, final_in = r.observe_and_act(
-                self._params, stats, self._obs, final_prev, carry, reset_np, keys[t + 1])
+            action, log_prob, value, carry, noise, stats, obs_in, final_in = r.observe_and_act(
+                self._params, stats, self._obs, final_prev, carry, reset_np, keys[t + 1], noise)
             # np.asarray, not jax.device_get: ~4 us an array against ~40 on the CPU
             action, rec["log_prob"][t], rec["value"][t] = np.asarray(action), np.asarray(log_prob), np.asarray(value)
             set_row(obs_shape, rec["obs"], t, obs_in)
@@ -213,7 +232,7 @@ class HostActor:
         inference_s += time.perf_counter() - tick
         tick = time.perf_counter()
         trajectory = jax.block_until_ready(jax.device_put(trajectory, self._out))  # one transfer
-        new_state = r.rebatch(state, self._obs, stats, key, carry, reset_np)
+        new_state = r.rebatch(state, self._obs, stats, key, carry, reset_np, noise)
         transfer_s += time.perf_counter() - tick
         self._timings = {"env_s": env_s, "inference_s": inference_s, "transfer_s": transfer_s}
         return new_state, trajectory
@@ -224,12 +243,13 @@ class HostActor:
         r, B = self._r, self._r.num_envs
         params = jax.device_put(r.unbatch(params), self._device)
         state = jax.device_put(state, self._device)
-        carry, key, reset, stats = r.unbatch((state.carry, state.key, state.reset, state.obs_stats))
+        carry, key, reset, stats, noise = r.unbatch((state.carry, state.key, state.reset, state.obs_stats,
+                                                     state.noise))
         zeros = map_shapes(lambda s: np.zeros((B, *s), np.float32), r.policy.obs_shape)
-        r.rebatch(state, zeros, stats, np.asarray(key), carry, np.asarray(reset))
+        r.rebatch(state, zeros, stats, np.asarray(key), carry, np.asarray(reset), noise)
         carry = jax.device_put(r.policy.initial_carry((B,)), self._device)
         out = r.observe_and_act(params, stats, zeros, zeros, carry, np.ones((B,), bool),
-                                np.asarray(jax.random.PRNGKey(0)))
+                                np.asarray(jax.random.PRNGKey(0)), noise)
         r.observe_final(stats, zeros, zeros)
         jax.block_until_ready(r.step_keys(jax.device_put(jax.random.PRNGKey(0), self._device), r.num_steps))
         shapes = r.trajectory_shape(params)
@@ -271,7 +291,7 @@ class HostEvaluator:
         returns, lengths, done = np.zeros(n, np.float32), np.zeros(n, np.int32), np.zeros(n, bool)
         keys = np.asarray(jax.random.split(key, self._max_steps))
         for t in range(self._max_steps):
-            action, _, _, carry = act(params, obs, carry, reset, keys[t])
+            action, _, _, carry, _ = act(params, obs, carry, reset, keys[t])
             step = self._envs.step(np.asarray(action))
             returns += np.where(done, 0.0, step.reward)
             lengths += ~done

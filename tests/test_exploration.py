@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl_async.components import build, initial_states
 from jaxrl_async.config import NetworkConfig, TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.exploration import next_noise
@@ -99,6 +100,29 @@ def test_each_one_step_episode_gets_fresh_noise():
     assert abs(autocorrelation(eps, 1)) < 0.08
 
 
+@pytest.mark.parametrize("correlation", [0.8, 0.0])
+def test_a_host_envs_actor_acts_with_the_correlated_noise(correlation):
+    # gymnasium's Pendulum-v1 stepped by the host actor: the same noise as the jitted rollout's
+    cfg = TrainConfig(env="gymnasium:Pendulum-v1", mode="async", num_envs=32, num_steps=64, total_timesteps=2048,
+                      action_noise_correlation=correlation, network=SMALL_NET)
+    c = build(cfg)
+    state = initial_states(c)
+    device = jax.devices()[0]
+    actor = c.rollout.actor(list(range(32)), device, jax.sharding.SingleDeviceSharding(device))
+    new_state, traj = actor.collect(state.learner.params, state.rollout)
+    actor.close()
+    params = jax.tree.map(lambda x: x[0], state.learner.params)
+    traj = jax.tree.map(lambda x: x[0], traj)
+    dist, _, _ = c.policy.step(params, traj.obs, ())
+    eps = np.asarray((traj.action - dist.mean) / jnp.exp(dist.log_std), np.float64)[..., 0]
+    assert not np.any(traj.reset[1:])  # no episode starts inside: the whole fragment is correlated
+    assert abs(autocorrelation(eps, 1) - correlation) < 0.06
+    if correlation:
+        np.testing.assert_allclose(new_state.noise[0, :, 0], eps[-1], rtol=1e-4, atol=1e-5)
+    else:
+        assert new_state.noise == ()
+
+
 def test_white_noise_leaves_the_rollout_state_as_it_was():
     _, _, state, _ = rollout_of("Pendulum-v1", 0.0, num_envs=2, num_steps=4)
     assert state.noise == ()  # no leaf added: checkpoints of white-noise runs keep their layout
@@ -141,8 +165,6 @@ def test_a_discrete_action_refuses_correlated_noise():
 @pytest.mark.parametrize("fields, message", [
     (dict(action_noise_correlation=1.0), r"action_noise_correlation=1.0 is invalid: must be in \[0, 1\)"),
     (dict(action_noise_correlation=-0.1), r"action_noise_correlation=-0.1 is invalid: must be in \[0, 1\)"),
-    (dict(env="gymnasium:Pendulum-v1", mode="async", action_noise_correlation=0.9),
-     r"action_noise_correlation=0.9 is invalid: correlated exploration noise is carried by the jitted rollout"),
 ])
 def test_bad_correlations_are_named(fields, message):
     with pytest.raises(ValueError, match=message):
@@ -162,3 +184,11 @@ def test_resume_continues_the_noise_exactly(tmp_path):
     assert np.asarray(resumed.state.rollout.noise).shape == (1, 4, 1)
     for got, want in zip(jax.tree.leaves(resumed.state), jax.tree.leaves(full.state)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_several_host_actors_carry_their_share_of_the_noise(tmp_path):
+    cfg = TrainConfig(env="gymnasium:Pendulum-v1", mode="async", num_envs=4, num_actors=2, num_steps=8,
+                      total_timesteps=64, eval_episodes=1, action_noise_correlation=0.9, network=SMALL_NET,
+                      run_dir=str(tmp_path / "run"))
+    noise = np.asarray(train(cfg, console=False).state.rollout.noise)
+    assert noise.shape == (1, 4, 1) and np.all(noise != 0.0)  # every env's noise joined back, none lost
