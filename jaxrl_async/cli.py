@@ -163,14 +163,14 @@ def envs_command(args: list[str], cpu_runtime: bool = False) -> int:
         return 2
     from jaxrl_async.env_ids import BUILTIN_ENV_IDS
 
-    print(f"{'env id':<26}{'preset budget':>14}  {'expected greedy return':<24}source")
+    print(f"{'env id':<26}{'algo':<6}{'preset budget':>14}  {'expected greedy return':<24}source")
     for env_id in sorted(BUILTIN_ENV_IDS):
         preset = presets.PRESETS.get(env_id)
         if preset is None:
-            print(f"{env_id:<26}{'-':>14}")
+            print(f"{env_id:<26}{'':<6}{'-':>14}")
             continue
         expected = "not measured" if preset.expected_return is None else f"{preset.expected_return:g}"
-        print(f"{env_id:<26}{preset.budget:>14,}  {expected:<24}{preset.source}")
+        print(f"{env_id:<26}{preset.algo:<6}{preset.budget:>14,}  {expected:<24}{preset.source}")
     print("\njaxrl-async train --env ID applies ID's preset (flags override it); --preset none: the plain defaults")
     return 0
 

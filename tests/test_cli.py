@@ -50,8 +50,9 @@ def test_envs_lists_gymnax_and_probe_ids(capsys):
 def test_envs_shows_each_preset_budget_and_expected_return(capsys):
     assert main(["envs"]) == 0
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
-    assert rows["Pendulum-v1"][1:3] == ["1,000,000", "-179.4"]
-    assert rows["Asterix-MinAtar"][1:4] == ["10,000,000", "not", "measured"]
+    assert rows["Pendulum-v1"][1:4] == ["ppo", "1,000,000", "-179.4"]
+    assert rows["MountainCarContinuous-v0"][1:4] == ["sac", "50,000", "94.4"]  # a preset names its learner
+    assert rows["Seaquest-MinAtar"][1:5] == ["ppo", "10,000,000", "not", "measured"]
     assert rows["Pong-misc"] == ["Pong-misc", "-"]  # no preset
 
 
