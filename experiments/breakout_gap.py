@@ -47,6 +47,9 @@ VARIANTS = {
     "pjrl-256x256": _network(hidden_sizes=(256, 256)),
     "pjrl-128envs": dataclasses.replace(PUREJAXRL, num_envs=128, num_steps=64),
     "pjrl-cnn": _network(torso="cnn"),
+    "pjrl-gamma0.995": _learner(gamma=0.995),
+    "pjrl-32envs": dataclasses.replace(PUREJAXRL, num_envs=32),  # twice the updates per env step
+    "pjrl-8epochs": _learner(update_epochs=8),
     # the settings of experiments/ppo_breakout_minatar.py before the presets
     "old-mlp": TrainConfig(env="Breakout-MinAtar", num_envs=128, num_steps=64, eval_stochastic=True,
                            network=NetworkConfig(torso="mlp"),
@@ -58,7 +61,8 @@ VARIANTS = {
 @dataclasses.dataclass(frozen=True)
 class Args:
     variants: tuple[str, ...] = ("pjrl", "old-mlp")
-    """Variants to run: pjrl, pjrl-tanh, pjrl-ent0.001, pjrl-lr2.5e-3, pjrl-256x256, pjrl-128envs, pjrl-cnn, old-mlp."""
+    """Variants to run: pjrl, pjrl-tanh, pjrl-ent0.001, pjrl-lr2.5e-3, pjrl-256x256, pjrl-128envs, pjrl-cnn,
+    pjrl-gamma0.995, pjrl-32envs, pjrl-8epochs, old-mlp."""
     total_timesteps: int = 1_000_000
     """Environment steps per seed."""
     num_seeds: int = 5

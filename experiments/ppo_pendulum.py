@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from jaxrl_async import TrainResult
 
 # its preset: 100 envs x 100 steps, normalised observations, swish, 10 x 10 epochs, gamma 0.995, no entropy bonus
-CONFIG = config_for("Pendulum-v1")
+CONFIG = config_for("Pendulum-v1", algo="ppo")  # the env's own preset is SAC's
 
 
 def main(argv: list[str] | None = None) -> TrainResult:

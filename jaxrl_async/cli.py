@@ -169,9 +169,12 @@ def envs_command(args: list[str], cpu_runtime: bool = False) -> int:
         if preset is None:
             print(f"{env_id:<26}{'':<6}{'-':>14}")
             continue
-        expected = "not measured" if preset.expected_return is None else f"{preset.expected_return:g}"
-        print(f"{env_id:<26}{preset.algo:<6}{preset.budget:>14,}  {expected:<24}{preset.source}")
-    print("\njaxrl-async train --env ID applies ID's preset (flags override it); --preset none: the plain defaults")
+        for name, preset in [(env_id, preset), *[(name, other) for name, other in presets.ENV_LEARNER_PRESETS.items()
+                                                  if name.split(":")[0] == env_id]]:
+            expected = "not measured" if preset.expected_return is None else f"{preset.expected_return:g}"
+            print(f"{name:<26}{preset.algo:<6}{preset.budget:>14,}  {expected:<24}{preset.source}")
+    print("\njaxrl-async train --env ID applies ID's preset (flags override it); --algo A another learner's "
+          "(ID:A where listed); --preset none: the plain defaults")
     return 0
 
 

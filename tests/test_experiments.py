@@ -44,15 +44,16 @@ def test_script_smoke(script, tmp_path, capsys):
     assert f"| {module.CONFIG.env} | 2 | {rollouts * batch:,} |" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("script, env", [("ppo_cartpole", "CartPole-v1"), ("ppo_acrobot", "Acrobot-v1"),
-                                         ("ppo_pendulum", "Pendulum-v1"), ("ppo_breakout_minatar", "Breakout-MinAtar"),
-                                         ("recurrent_pomdp", "StatelessCartPole-v1")])
-def test_scripts_run_the_presets(script, env):
+@pytest.mark.parametrize("script, env, algo", [
+    ("ppo_cartpole", "CartPole-v1", None), ("ppo_acrobot", "Acrobot-v1", None), ("ppo_pendulum", "Pendulum-v1", "ppo"),
+    ("sac_pendulum", "Pendulum-v1", None), ("ppo_breakout_minatar", "Breakout-MinAtar", None),
+    ("recurrent_pomdp", "StatelessCartPole-v1", None)])
+def test_scripts_run_the_presets(script, env, algo):
     from jaxrl_async.presets import config_for
 
     config = importlib.import_module(f"experiments.{script}").CONFIG
     # the presets table in experiments/README.md is these scripts' output
-    assert dataclasses.replace(config, eval_stochastic=False) == config_for(env)
+    assert dataclasses.replace(config, eval_stochastic=False) == config_for(env, algo=algo)
 
 
 def _summary(run_dir) -> dict:

@@ -26,19 +26,20 @@ def test_every_classic_control_and_minatar_id_has_a_preset():
     assert [env_id for env_id in families if env_id not in presets.PRESETS] == []
 
 
-@pytest.mark.parametrize("name", sorted(presets.PRESETS))
+@pytest.mark.parametrize("name", sorted(presets.PRESETS) + sorted(presets.ENV_LEARNER_PRESETS))
 def test_each_preset_is_a_valid_config_for_its_env(name):
-    preset = presets.PRESETS[name]
-    assert name in BUILTIN_ENV_IDS
-    cfg = presets.config_for(name)  # TrainConfig validates itself: minibatches divide the batch, ...
-    assert cfg.env == name and cfg.preset == name and cfg.total_timesteps == preset.budget
+    preset = {**presets.PRESETS, **presets.ENV_LEARNER_PRESETS}[name]
+    env = name.split(":")[0]  # "<env>:<algo>" for another learner's preset
+    assert env in BUILTIN_ENV_IDS
+    cfg = presets.config_for(env, algo=preset.algo)  # TrainConfig validates itself: minibatches divide the batch, ...
+    assert cfg.env == env and cfg.preset == name and cfg.algo == preset.algo and cfg.total_timesteps == preset.budget
     assert cfg.num_updates >= 1
     assert preset.source  # every setting and figure says where it comes from
-    make_env(name)  # the id is one make_env accepts
+    make_env(env)  # the id is one make_env accepts
 
 
 def test_a_preset_sets_exactly_its_settings():
-    preset = presets.PRESETS["Pendulum-v1"]
+    preset = presets.ENV_LEARNER_PRESETS["Pendulum-v1:ppo"]
     base = TrainConfig(env="Pendulum-v1", seed=7, eval_episodes=5)
     cfg = preset.apply(base)
     assert cfg.learner.learning_rate == 1e-3 and cfg.learner.gamma == 0.995 and cfg.num_envs == 100
@@ -150,4 +151,14 @@ def test_an_env_preset_may_name_its_learner():
     ppo = parse_train(["--env", "MountainCarContinuous-v0", "--algo", "ppo"]).config
     assert ppo == TrainConfig(env="MountainCarContinuous-v0")
     # and SAC on an env whose preset is PPO's starts from SAC's own preset
-    assert parse_train(["--env", "Pendulum-v1", "--algo", "sac"]).config.preset == "sac"
+    assert parse_train(["--env", "Probe-ContinuousAction", "--algo", "sac"]).config.preset == "sac"
+
+
+def test_an_env_may_keep_a_preset_per_learner():
+    # Pendulum-v1's own preset is SAC's; PPO asked for gets rejax's tuned PPO config
+    assert parse_train(["--env", "Pendulum-v1"]).config.algo == "sac"
+    ppo = parse_train(["--env", "Pendulum-v1", "--algo", "ppo"]).config
+    assert ppo.preset == "Pendulum-v1:ppo" and ppo.algo == "ppo" and ppo.num_envs == 100 and ppo.normalize_obs
+    # and by name, on any env
+    named = parse_train(["--env", "MountainCarContinuous-v0", "--preset", "Pendulum-v1:ppo"]).config
+    assert named.algo == "ppo" and named.learner.gamma == 0.995

@@ -207,7 +207,7 @@ def test_bad_sac_input_exits_2_naming_the_field(flags, must_mention, capsys, tmp
 def test_algo_sac_starts_from_its_preset():
     from jaxrl_async.cli import parse_train
 
-    cfg = parse_train(["--env", "Pendulum-v1", "--algo", "sac", "--replay-ratio", "2"]).config
+    cfg = parse_train(["--env", "Probe-ContinuousAction", "--algo", "sac", "--replay-ratio", "2"]).config
     assert cfg.preset == "sac" and cfg.network.hidden_sizes == (64, 64) and cfg.dqn.replay_batch_size == 256
     assert cfg.dqn.replay_ratio == 2  # a flag given overrides the preset
 
