@@ -1,4 +1,4 @@
-"""PPO on Acrobot-v1 with its preset (the package defaults): 500k steps x 5 seeds.
+"""PPO on Acrobot-v1 with its preset (rejax's config): 500k steps x 5 seeds.
 
     python -m experiments.ppo_acrobot [--total-timesteps N] [--num-seeds S] [--run-dir DIR]
 """
@@ -13,7 +13,7 @@ from jaxrl_async.presets import config_for
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult
 
-# the CartPole defaults carry over: -1 a step until the tip swings up, at most 500 steps
+# -1 a step until the tip swings up, at most 500 steps
 CONFIG = config_for("Acrobot-v1")
 
 
