@@ -50,6 +50,9 @@ VARIANTS = {
     "pjrl-gamma0.995": _learner(gamma=0.995),
     "pjrl-32envs": dataclasses.replace(PUREJAXRL, num_envs=32),  # twice the updates per env step
     "pjrl-8epochs": _learner(update_epochs=8),
+    "pjrl-16epochs": _learner(update_epochs=16),
+    "pjrl-8epochs-16mb": _learner(update_epochs=8, num_minibatches=16),
+    "pjrl-8epochs-ent0.001": _learner(update_epochs=8, ent_coef=0.001),
     # the settings of experiments/ppo_breakout_minatar.py before the presets
     "old-mlp": TrainConfig(env="Breakout-MinAtar", num_envs=128, num_steps=64, eval_stochastic=True,
                            network=NetworkConfig(torso="mlp"),
@@ -62,7 +65,7 @@ VARIANTS = {
 class Args:
     variants: tuple[str, ...] = ("pjrl", "old-mlp")
     """Variants to run: pjrl, pjrl-tanh, pjrl-ent0.001, pjrl-lr2.5e-3, pjrl-256x256, pjrl-128envs, pjrl-cnn,
-    pjrl-gamma0.995, pjrl-32envs, pjrl-8epochs, old-mlp."""
+    pjrl-gamma0.995, pjrl-32envs, pjrl-8epochs, pjrl-16epochs, pjrl-8epochs-16mb, pjrl-8epochs-ent0.001, old-mlp."""
     total_timesteps: int = 1_000_000
     """Environment steps per seed."""
     num_seeds: int = 5
