@@ -53,6 +53,9 @@ VARIANTS = {
     "pjrl-16epochs": _learner(update_epochs=16),
     "pjrl-8epochs-16mb": _learner(update_epochs=8, num_minibatches=16),
     "pjrl-8epochs-ent0.001": _learner(update_epochs=8, ent_coef=0.001),
+    "pjrl-8epochs-128x128": dataclasses.replace(_learner(update_epochs=8),
+                                                network=dataclasses.replace(PUREJAXRL.network, hidden_sizes=(128, 128))),
+    "pjrl-8epochs-clip0.1": _learner(update_epochs=8, clip_eps=0.1),
     # the settings of experiments/ppo_breakout_minatar.py before the presets
     "old-mlp": TrainConfig(env="Breakout-MinAtar", num_envs=128, num_steps=64, eval_stochastic=True,
                            network=NetworkConfig(torso="mlp"),
@@ -65,11 +68,14 @@ VARIANTS = {
 class Args:
     variants: tuple[str, ...] = ("pjrl", "old-mlp")
     """Variants to run: pjrl, pjrl-tanh, pjrl-ent0.001, pjrl-lr2.5e-3, pjrl-256x256, pjrl-128envs, pjrl-cnn,
-    pjrl-gamma0.995, pjrl-32envs, pjrl-8epochs, pjrl-16epochs, pjrl-8epochs-16mb, pjrl-8epochs-ent0.001, old-mlp."""
+    pjrl-gamma0.995, pjrl-32envs, pjrl-8epochs, pjrl-16epochs, pjrl-8epochs-16mb, pjrl-8epochs-ent0.001,
+    pjrl-8epochs-128x128, pjrl-8epochs-clip0.1, old-mlp."""
     total_timesteps: int = 1_000_000
     """Environment steps per seed."""
     num_seeds: int = 5
     """Independent seeds per variant, vmapped in one jit."""
+    seed: int = 0
+    """Base seed (`TrainConfig.seed`): another base gives other independent seeds than the default's."""
     run_dir: str | None = None
     """The study's directory; default runs/breakout_gap-<timestamp>."""
 
@@ -89,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     if unknown:
         raise SystemExit(f"breakout_gap: unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
     runs = {name: dataclasses.replace(VARIANTS[name], total_timesteps=args.total_timesteps,
-                                      num_seeds=args.num_seeds) for name in args.variants}
+                                      num_seeds=args.num_seeds, seed=args.seed) for name in args.variants}
     results = run_comparison(runs, "breakout_gap", args.run_dir)
     rows = []
     for name, result in results.items():
