@@ -67,9 +67,7 @@ VARIANTS = {
 @dataclasses.dataclass(frozen=True)
 class Args:
     variants: tuple[str, ...] = ("pjrl", "old-mlp")
-    """Variants to run: pjrl, pjrl-tanh, pjrl-ent0.001, pjrl-lr2.5e-3, pjrl-256x256, pjrl-128envs, pjrl-cnn,
-    pjrl-gamma0.995, pjrl-32envs, pjrl-8epochs, pjrl-16epochs, pjrl-8epochs-16mb, pjrl-8epochs-ent0.001,
-    pjrl-8epochs-128x128, pjrl-8epochs-clip0.1, old-mlp."""
+    """Variants to run: keys of VARIANTS (pjrl, its one-change variants, old-mlp; an unknown name lists them all)."""
     total_timesteps: int = 1_000_000
     """Environment steps per seed."""
     num_seeds: int = 5

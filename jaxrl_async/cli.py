@@ -165,14 +165,12 @@ def envs_command(args: list[str], cpu_runtime: bool = False) -> int:
 
     print(f"{'env id':<26}{'algo':<6}{'preset budget':>14}  {'expected greedy return':<24}source")
     for env_id in sorted(BUILTIN_ENV_IDS):
-        preset = presets.PRESETS.get(env_id)
-        if preset is None:
+        found = presets.presets_of(env_id)
+        if not found:
             print(f"{env_id:<26}{'':<6}{'-':>14}")
-            continue
-        for name, preset in [(env_id, preset), *[(name, other) for name, other in presets.ENV_LEARNER_PRESETS.items()
-                                                  if name.split(":")[0] == env_id]]:
+        for preset in found:
             expected = "not measured" if preset.expected_return is None else f"{preset.expected_return:g}"
-            print(f"{name:<26}{preset.algo:<6}{preset.budget:>14,}  {expected:<24}{preset.source}")
+            print(f"{preset.name:<26}{preset.algo:<6}{preset.budget:>14,}  {expected:<24}{preset.source}")
     print("\njaxrl-async train --env ID applies ID's preset (flags override it); --algo A another learner's "
           "(ID:A where listed); --preset none: the plain defaults")
     return 0

@@ -21,10 +21,16 @@ import jax
 import jax.numpy as jnp
 
 
-def check_correlation(correlation: float) -> None:
+def check_correlation(correlation: float, discrete: bool) -> bool:
+    """Whether the actions are correlated; raises ValueError for a correlation outside [0, 1) or
+    on a discrete action space (no Gaussian noise to correlate)."""
     if not 0.0 <= correlation < 1.0:
         raise ValueError(f"action_noise_correlation={correlation!r} must be in [0, 1): 0 is white noise, "
                          "0.99 correlates actions over ~100 steps")
+    if correlation > 0.0 and discrete:
+        raise ValueError(f"action_noise_correlation={correlation} correlates a Gaussian policy's noise over time, "
+                         "but this env's actions are discrete: use --action-noise-correlation 0")
+    return correlation > 0.0
 
 
 def initial_noise(num_envs: int, action_shape: tuple[int, ...]) -> jax.Array:

@@ -78,10 +78,7 @@ class HostRollout:
     def __init__(self, spec: HostEnvSpec, policy: Policy, *, num_envs: int, num_steps: int, gamma: float,
                  gae_lambda: float, gae_scan: str = "sequential", normalize_obs: bool = False,
                  noise_correlation: float = 0.0):
-        check_correlation(noise_correlation)
-        if noise_correlation > 0.0 and policy.discrete:
-            raise ValueError(f"action_noise_correlation={noise_correlation} correlates a Gaussian policy's noise "
-                             "over time, but this env's actions are discrete: use --action-noise-correlation 0")
+        correlated = check_correlation(noise_correlation, policy.discrete)
         self._settings = dict(num_steps=num_steps, gamma=gamma, gae_lambda=gae_lambda, gae_scan=gae_scan,
                               normalize_obs=normalize_obs, noise_correlation=noise_correlation)
         self.spec, self.policy = spec, policy
@@ -94,7 +91,7 @@ class HostRollout:
                                 obs=zeros_observation(obs_shape, (num_envs,)),
                                 obs_stats=RunningMeanStd.create(obs_shape), key=key,
                                 carry=policy.initial_carry((num_envs,)), reset=jnp.ones((num_envs,), bool),
-                                noise=initial_noise(num_envs, policy.action_shape) if noise_correlation else ())
+                                noise=initial_noise(num_envs, policy.action_shape) if correlated else ())
 
         def finish(params, rec: dict, carry_after, initial_carry) -> Trajectory:
             bootstrap_value = policy.value_step(params, rec["next_obs"], carry_after)

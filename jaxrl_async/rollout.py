@@ -50,11 +50,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
       noise_correlation: correlation of a Gaussian policy's exploration noise between
         consecutive steps (`exploration.py`); 0 samples white noise.
     """
-    check_correlation(noise_correlation)
-    correlated = noise_correlation > 0.0
-    if correlated and policy.discrete:
-        raise ValueError(f"action_noise_correlation={noise_correlation} correlates a Gaussian policy's noise over "
-                         "time, but this env's actions are discrete: use --action-noise-correlation 0")
+    correlated = check_correlation(noise_correlation, policy.discrete)
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     reset_env = jax.vmap(env.reset, in_axes=(0, None))
     obs_shape = policy.obs_shape

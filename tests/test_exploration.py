@@ -80,11 +80,17 @@ def rollout_of(env_id, correlation, *, num_envs, num_steps, policy_maker=None, s
     return policy, params, state, traj
 
 
+def noise_behind(policy, params, traj):
+    """(the policy's distribution at the recorded observations, the standard-normal noise [T, B]
+    each recorded action was drawn with): eps = (action - mean) / std, for a feedforward policy."""
+    dist, _, _ = policy.step(params, traj.obs, ())
+    return dist, np.asarray((traj.action - dist.mean) / jnp.exp(dist.log_std), np.float64)[..., 0]
+
+
 def test_the_rollout_acts_with_the_correlated_noise():
     # Pendulum's episodes last 200 steps: none ends in these 64
     policy, params, state, traj = rollout_of("Pendulum-v1", 0.8, num_envs=32, num_steps=64)
-    dist, _, _ = policy.step(params, traj.obs, ())
-    eps = np.asarray((traj.action - dist.mean) / jnp.exp(dist.log_std), np.float64)[..., 0]
+    dist, eps = noise_behind(policy, params, traj)
     assert abs(autocorrelation(eps, 1) - 0.8) < 0.06  # 2,016 pairs: standard error ~0.013
     assert abs(eps.var() - 1.0) < 0.15
     # the policy's own density of the action taken, and the last noise carried to the next fragment
@@ -94,8 +100,7 @@ def test_the_rollout_acts_with_the_correlated_noise():
 
 def test_each_one_step_episode_gets_fresh_noise():
     policy, params, _, traj = rollout_of("Probe-ContinuousAction", 0.99, num_envs=32, num_steps=64)
-    dist, _, _ = policy.step(params, traj.obs, ())
-    eps = np.asarray((traj.action - dist.mean) / jnp.exp(dist.log_std), np.float64)[..., 0]
+    _, eps = noise_behind(policy, params, traj)
     assert np.all(traj.terminated | traj.truncated)
     assert abs(autocorrelation(eps, 1)) < 0.08
 
@@ -113,8 +118,7 @@ def test_a_host_envs_actor_acts_with_the_correlated_noise(correlation):
     actor.close()
     params = jax.tree.map(lambda x: x[0], state.learner.params)
     traj = jax.tree.map(lambda x: x[0], traj)
-    dist, _, _ = c.policy.step(params, traj.obs, ())
-    eps = np.asarray((traj.action - dist.mean) / jnp.exp(dist.log_std), np.float64)[..., 0]
+    _, eps = noise_behind(c.policy, params, traj)
     assert not np.any(traj.reset[1:])  # no episode starts inside: the whole fragment is correlated
     assert abs(autocorrelation(eps, 1) - correlation) < 0.06
     if correlation:
