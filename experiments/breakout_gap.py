@@ -56,6 +56,9 @@ VARIANTS = {
     "pjrl-8epochs-128x128": dataclasses.replace(_learner(update_epochs=8),
                                                 network=dataclasses.replace(PUREJAXRL.network, hidden_sizes=(128, 128))),
     "pjrl-8epochs-clip0.1": _learner(update_epochs=8, clip_eps=0.1),
+    "pjrl-8epochs-lr2.5e-3": _learner(update_epochs=8, learning_rate=2.5e-3),
+    "pjrl-8epochs-128envs": dataclasses.replace(_learner(update_epochs=8), num_envs=128, num_steps=64),
+    "pjrl-8epochs-256envs": dataclasses.replace(_learner(update_epochs=8), num_envs=256, num_steps=32),
     # the settings of experiments/ppo_breakout_minatar.py before the presets
     "old-mlp": TrainConfig(env="Breakout-MinAtar", num_envs=128, num_steps=64, eval_stochastic=True,
                            network=NetworkConfig(torso="mlp"),
