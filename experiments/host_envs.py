@@ -3,7 +3,7 @@
     python -m experiments.host_envs actor-device [--repeats 2] [--total-timesteps 200000]
     python -m experiments.host_envs cartpole     [--seeds 0 1 2 3 4] [--total-timesteps 500000] [--source envpool]
     python -m experiments.host_envs envpool      [--repeats 2] [--total-timesteps 100000]
-    python -m experiments.host_envs overlap      [--repeats 2] [--busy-us 100] [--wait sleep|spin]
+    python -m experiments.host_envs overlap      [--repeats 2] [--busy-us 100] [--wait sleep|spin] [--update-epochs 150]
     python -m experiments.host_envs actors       [--repeats 2] [--num-envs 8]
 
 - `actor-device`: gymnax CartPole-v1, the reference config (4 envs x 128 steps, PPO defaults): fused
@@ -12,8 +12,9 @@
   hyperparameters, async lag 1: steps/s and the final greedy return per seed (`--source envpool`:
   `--env envpool:CartPole-v1`).
 - `envpool`: the same run on gymnasium's CartPole-v1 and on EnvPool's, alternated.
-- `overlap`: gymnasium CartPole-v1 with a fixed busy-wait in every env step (`--busy-us` per env), so
-  that stepping costs about as much as the update: lag 1 against lag 0 (lock step), with the
+- `overlap`: gymnasium CartPole-v1 with a fixed wait in every env step (`--busy-us` per env) and an
+  update made as costly as stepping plus acting by its epochs (`--update-epochs`; with `--busy-us 100`
+  150 epochs, ~120 ms per fragment, balance the two threads): lag 1 against lag 0 (lock step), with the
   pipeline's timings (env, inference, transfer, update, learner wait, overlap efficiency).
 - `actors`: gymnasium CartPole-v1 (busy-wait envs), --num-actors 1 against 2.
 
