@@ -2,8 +2,11 @@
 the Q-network's epsilon-greedy one.
 
 Each offers `sample(key)`, `log_prob(action)`, `entropy()` and `mode()` (the greedy
-action); the Gaussians also `sample_from_noise(eps)`, the action for a given standard-normal
-draw (`exploration.py`). Batch shapes follow the parameters: logits `[..., A]`, mean `[..., D]`,
+action). `sample(key)` is `sample_from_draw(draw(key))`: `draw` makes the sample's randomness
+from the key and the distribution's shapes alone (never its parameters), so a host actor can
+draw a whole fragment's in one call before it (`host_rollout.py`) and pay no random-number work
+in each step's act. The Gaussians also offer `sample_from_noise(eps)`, the action for a given
+standard-normal draw (`exploration.py`). Batch shapes follow the parameters: logits `[..., A]`, mean `[..., D]`,
 multi-categorical logits `[..., sum(nvec)]`.
 """
 
@@ -23,8 +26,15 @@ _LOG_2PI = math.log(2.0 * math.pi)
 class Categorical:
     logits: jax.Array  # [..., A] unnormalised log-probabilities
 
+    def draw(self, key: jax.Array) -> jax.Array:
+        """Gumbel noise `[..., A]`: `sample_from_draw` is then `jax.random.categorical(key, logits)`."""
+        return jax.random.gumbel(key, self.logits.shape, self.logits.dtype)
+
+    def sample_from_draw(self, gumbel: jax.Array) -> jax.Array:
+        return jnp.argmax(gumbel + self.logits, axis=-1)
+
     def sample(self, key: jax.Array) -> jax.Array:
-        return jax.random.categorical(key, self.logits, axis=-1)
+        return self.sample_from_draw(self.draw(key))
 
     def log_prob(self, action: jax.Array) -> jax.Array:
         log_p = jax.nn.log_softmax(self.logits, axis=-1)
@@ -53,9 +63,16 @@ class MultiCategorical:
         bounds = list(itertools.accumulate(self.nvec))[:-1]
         return [Categorical(logits=part) for part in jnp.split(self.logits, bounds, axis=-1)]
 
-    def sample(self, key: jax.Array) -> jax.Array:
+    def draw(self, key: jax.Array) -> tuple[jax.Array, ...]:
         keys = jax.random.split(key, len(self.nvec))
-        return jnp.stack([part.sample(k) for part, k in zip(self._parts(), keys)], axis=-1)
+        batch = self.logits.shape[:-1]  # shapes only: `draw` never looks at the logits' values
+        return tuple(jax.random.gumbel(k, (*batch, n), self.logits.dtype) for n, k in zip(self.nvec, keys))
+
+    def sample_from_draw(self, draw: tuple[jax.Array, ...]) -> jax.Array:
+        return jnp.stack([part.sample_from_draw(d) for part, d in zip(self._parts(), draw)], axis=-1)
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return self.sample_from_draw(self.draw(key))
 
     def log_prob(self, action: jax.Array) -> jax.Array:
         return sum(part.log_prob(action[..., i]) for i, part in enumerate(self._parts()))
@@ -72,8 +89,14 @@ class DiagGaussian:
     mean: jax.Array  # [..., D]
     log_std: jax.Array  # [..., D] (broadcast from a state-independent [D] parameter)
 
+    def draw(self, key: jax.Array) -> jax.Array:
+        return jax.random.normal(key, self.mean.shape, self.mean.dtype)
+
+    def sample_from_draw(self, noise: jax.Array) -> jax.Array:
+        return self.sample_from_noise(noise)
+
     def sample(self, key: jax.Array) -> jax.Array:
-        return self.sample_from_noise(jax.random.normal(key, self.mean.shape, self.mean.dtype))
+        return self.sample_from_draw(self.draw(key))
 
     def sample_from_noise(self, noise: jax.Array) -> jax.Array:
         """The action for a standard-normal `noise` [..., D] (`exploration.py` correlates it)."""
@@ -103,11 +126,18 @@ class EpsilonGreedy:
         epsilon = jnp.asarray(self.epsilon, self.q_values.dtype)[..., None]
         return (1.0 - epsilon) * greedy + epsilon / num_actions
 
-    def sample(self, key: jax.Array) -> jax.Array:
+    def draw(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(a uniform number per state, a uniformly drawn action per state)."""
         explore_key, action_key = jax.random.split(key)
-        explore = jax.random.uniform(explore_key, self.q_values.shape[:-1]) < self.epsilon
-        uniform = jax.random.randint(action_key, self.q_values.shape[:-1], 0, self.q_values.shape[-1])
-        return jnp.where(explore, uniform, self.mode())
+        return (jax.random.uniform(explore_key, self.q_values.shape[:-1]),
+                jax.random.randint(action_key, self.q_values.shape[:-1], 0, self.q_values.shape[-1]))
+
+    def sample_from_draw(self, draw: tuple[jax.Array, jax.Array]) -> jax.Array:
+        explore_number, uniform_action = draw
+        return jnp.where(explore_number < self.epsilon, uniform_action, self.mode())
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return self.sample_from_draw(self.draw(key))
 
     def log_prob(self, action: jax.Array) -> jax.Array:
         probs = jnp.take_along_axis(self._probs(), action[..., None].astype(jnp.int32), axis=-1)[..., 0]

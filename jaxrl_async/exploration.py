@@ -40,7 +40,17 @@ def initial_noise(num_envs: int, action_shape: tuple[int, ...]) -> jax.Array:
 
 def next_noise(key: jax.Array, previous: jax.Array, episode_start: jax.Array, correlation: float) -> jax.Array:
     """eps_t from eps_{t-1} `[B, ...]`; envs where `episode_start` `[B]` is true draw it afresh."""
-    fresh = jax.random.normal(key, previous.shape, previous.dtype)
+    return correlate(fresh_noise(key, previous.shape), previous, episode_start, correlation)
+
+
+def fresh_noise(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """The step's new standard-normal draw z_t `[B, ...]` (a host actor draws a fragment's at once)."""
+    return jax.random.normal(key, shape, jnp.float32)
+
+
+def correlate(fresh: jax.Array, previous: jax.Array, episode_start: jax.Array, correlation: float) -> jax.Array:
+    """eps_t = C eps_{t-1} + sqrt(1 - C^2) z_t for the step's draw z_t = `fresh`; z_t itself where an
+    episode starts."""
     correlated = correlation * previous + jnp.sqrt(1.0 - correlation**2) * fresh
     start = episode_start.reshape(episode_start.shape + (1,) * (previous.ndim - episode_start.ndim))
     return jnp.where(start, fresh, correlated)

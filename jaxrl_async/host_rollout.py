@@ -16,7 +16,7 @@ run restarts its episodes. Host envs train one seed (the `[1]` axis the learner 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -26,7 +26,7 @@ from jaxrl_async.advantages import batched_gae, gae_inputs
 from jaxrl_async.envs.host_vec import HostEnvSpec, HostVecEnv, set_row
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.evaluate import EvalResult
-from jaxrl_async.exploration import check_correlation, initial_noise, next_noise
+from jaxrl_async.exploration import check_correlation, correlate, fresh_noise, initial_noise
 from jaxrl_async.networks import Policy, reset_carry
 from jaxrl_async.spaces import map_shapes, zeros_observation
 from jaxrl_async.types import RolloutState, Trajectory
@@ -43,23 +43,34 @@ def env_seeds(seed: int, stream: int, num_envs: int) -> list[int]:
     return [int(s) for s in np.random.SeedSequence([seed, stream]).generate_state(num_envs)]
 
 
-def _act(policy: Policy, params, obs, carry, reset, key, greedy: bool, noise=(), correlation: float = 0.0):
-    """One step of the policy with this step's own key: (action, log_prob, value, carry, noise). The
-    keys of a fragment's steps are split from the state's key in one call before it (`step_keys`): a
-    split inside every act call cost more than the network. With a `correlation` the action is
+def _act(policy: Policy, params, obs, carry, reset, draw: Callable, greedy: bool, noise=(), correlation: float = 0.0):
+    """One step of the policy: (action, log_prob, value, carry, noise). `draw(dist)` is the step's
+    randomness for `dist` (`dist.draw(key)`; with a `correlation`, the fresh normal noise z_t): an
+    actor draws a whole fragment's in one call before it (`HostRollout.fragment_draws`), because
+    drawing in every act call cost as much as the network. With a `correlation` the action is
     drawn from `noise`'s next value (`exploration.py`), else `noise` stays the empty tuple."""
     dist, value, carry = policy.step(params, obs, reset_carry(policy, carry, reset))
     if greedy:
         action = dist.mode()
     elif correlation > 0.0:
-        noise = next_noise(key, noise, reset, correlation)
+        noise = correlate(draw(dist), noise, reset, correlation)
         action = dist.sample_from_noise(noise)
     else:
-        action = dist.sample(key)
+        action = dist.sample_from_draw(draw(dist))
     return action, dist.log_prob(action), value, carry, noise
 
 
-def _observe_and_act(policy: Policy, params, stats: RunningMeanStd, obs, final_prev, carry, reset, key, noise,
+def _with_key(key: jax.Array) -> Callable:
+    """`_act`'s `draw` from a key, drawn inside the act call (the evaluator's acts)."""
+    return lambda dist: dist.draw(key)
+
+
+def _drawn(draw) -> Callable:
+    """`_act`'s `draw`: one made before the fragment."""
+    return lambda dist: draw
+
+
+def _observe_and_act(policy: Policy, params, stats: RunningMeanStd, obs, final_prev, carry, reset, draw, noise,
                      correlation: float):
     """`--normalize-obs`'s step, as the jitted rollout orders it: the statistics take in `obs` (what
     the previous step reached, or the reset observation), then the policy acts on `obs` normalised
@@ -68,7 +79,7 @@ def _observe_and_act(policy: Policy, params, stats: RunningMeanStd, obs, final_p
     value, carry, noise, stats, normalised obs, normalised final_prev)."""
     stats = stats.update(obs)
     obs_in = stats.normalize(obs)
-    return (*_act(policy, params, obs_in, carry, reset, key, False, noise, correlation), stats, obs_in,
+    return (*_act(policy, params, obs_in, carry, reset, _drawn(draw), False, noise, correlation), stats, obs_in,
             stats.normalize(final_prev))
 
 
@@ -103,15 +114,15 @@ class HostRollout:
 
         self.init = init
         # the actor's act (its noise correlated where asked); the evaluator's, always white
-        self._act = jax.jit(lambda p, o, c, r, k, n: _act(policy, p, o, c, r, k, False, n, noise_correlation))
-        self.act = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, k, greedy=False))
-        self.act_greedy = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, k, greedy=True))
+        self._act = jax.jit(lambda p, o, c, r, d, n: _act(policy, p, o, c, r, _drawn(d), False, n, noise_correlation))
+        self.act = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=False))
+        self.act_greedy = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=True))
         self._observe_and_act = jax.jit(lambda *args: _observe_and_act(policy, *args, noise_correlation))
         # the fragment's last pre-reset observation, normalised as the next fragment's first step would
         self._observe_final = jax.jit(lambda stats, obs, final: stats.update(obs).normalize(final))
         # evaluation: frozen statistics
-        self.act_frozen = jax.jit(lambda p, s, o, c, r, k, greedy: _act(policy, p, s.normalize(o), c, r, k, greedy),
-                                  static_argnums=6)
+        self.act_frozen = jax.jit(lambda p, s, o, c, r, k, greedy: _act(policy, p, s.normalize(o), c, r, _with_key(k),
+                                                                        greedy), static_argnums=6)
         self.finish = jax.jit(finish)
         # the seed axis off the params and the carried state, and back on: one call each (eager
         # slicing cost ~50-100 us a leaf on the loaded 2-core CPU)
@@ -120,16 +131,26 @@ class HostRollout:
             obs=jax.tree.map(lambda x: x[None], obs), obs_stats=jax.tree.map(lambda x: x[None], stats), key=key[None],
             carry=jax.tree.map(lambda x: x[None], carry), reset=reset[None],
             noise=jax.tree.map(lambda x: x[None], noise)))
-        # the next state's key and one key per step: [T + 1] keys, on the host
-        self.step_keys = jax.jit(lambda key, n: jax.random.split(key, n + 1), static_argnums=1)
+        # a fragment's randomness in one call: the next state's key and each step's draw for `_act`
+        # (the draws depend on the step's distribution's shapes alone, found from the params' tree)
+        def fragment_draws(params, key: jax.Array, n: int):
+            keys = jax.random.split(key, n + 1)
+            if correlated:
+                draw_one = lambda k: fresh_noise(k, (num_envs, *policy.action_shape))  # noqa: E731
+            else:
+                draw_one = jax.eval_shape(lambda: policy.step(params, zeros_observation(obs_shape, (num_envs,)),
+                                                              policy.initial_carry((num_envs,)))[0]).draw
+            return keys[0], jax.vmap(draw_one)(keys[1:])
 
-    def observe_and_act(self, params, stats, obs, final_prev, carry, reset, key, noise) -> tuple:
+        self.fragment_draws = jax.jit(fragment_draws, static_argnums=2)
+
+    def observe_and_act(self, params, stats, obs, final_prev, carry, reset, draw, noise) -> tuple:
         """(action, log_prob, value, carry, noise, stats, the obs to record, the previous step's
         `next_obs` to record): `_observe_and_act` where observations are normalised, else the
         plain act (no statistics, the observations as they are: nothing more crosses to the device)."""
         if self.normalize_obs:
-            return self._observe_and_act(params, stats, obs, final_prev, carry, reset, key, noise)
-        return (*self._act(params, obs, carry, reset, key, noise), stats, obs, final_prev)
+            return self._observe_and_act(params, stats, obs, final_prev, carry, reset, draw, noise)
+        return (*self._act(params, obs, carry, reset, draw, noise), stats, obs, final_prev)
 
     def observe_final(self, stats, obs, final):
         """The fragment's last `next_obs` to record: `final` (normalised where observations are)."""
@@ -151,7 +172,7 @@ class HostRollout:
         T, B, policy = self.num_steps, self.num_envs, self.policy
         carry = policy.initial_carry((B,))
         dist_out = jax.eval_shape(lambda p: _act(policy, p, zeros_observation(policy.obs_shape, (B,)), carry,
-                                                 jnp.ones((B,), bool), jax.random.PRNGKey(0), False), params)
+                                                 jnp.ones((B,), bool), _with_key(jax.random.PRNGKey(0)), False), params)
         action, log_prob = dist_out[0], dist_out[1]
         f32, boolean = jax.ShapeDtypeStruct((T, B), jnp.float32), jax.ShapeDtypeStruct((T, B), bool)
         observations = map_shapes(lambda s: jax.ShapeDtypeStruct((T, B, *s), jnp.float32), policy.obs_shape)
@@ -197,14 +218,16 @@ class HostActor:
         initial_carry, reset_np = carry, np.asarray(reset)
         env_s = 0.0
         tick = time.perf_counter()
-        keys = np.asarray(r.step_keys(key, T))
-        key = keys[0]
+        key, draws = r.fragment_draws(self._params, key, T)
+        # host arrays: a step's row crosses to the device in ~2 us; taken leaf by leaf (a tree walk a step cost ~12 us)
+        draw_leaves, draw_tree = jax.tree.flatten(jax.tree.map(np.asarray, draws))
         inference_s = time.perf_counter() - tick
         final_prev = self._obs  # the previous step's pre-reset obs (none yet: its recording is skipped)
         for t in range(T):
             tick = time.perf_counter()
             action, log_prob, value, carry, noise, stats, obs_in, final_in = r.observe_and_act(
-                self._params, stats, self._obs, final_prev, carry, reset_np, keys[t + 1], noise)
+                self._params, stats, self._obs, final_prev, carry, reset_np,
+                draw_tree.unflatten([leaf[t] for leaf in draw_leaves]), noise)
             # np.asarray, not jax.device_get: ~4 us an array against ~40 on the CPU
             action, rec["log_prob"][t], rec["value"][t] = np.asarray(action), np.asarray(log_prob), np.asarray(value)
             set_row(obs_shape, rec["obs"], t, obs_in)
@@ -245,10 +268,11 @@ class HostActor:
         zeros = map_shapes(lambda s: np.zeros((B, *s), np.float32), r.policy.obs_shape)
         r.rebatch(state, zeros, stats, np.asarray(key), carry, np.asarray(reset), noise)
         carry = jax.device_put(r.policy.initial_carry((B,)), self._device)
+        _, draws = r.fragment_draws(params, jax.device_put(jax.random.PRNGKey(0), self._device), r.num_steps)
+        draws = jax.tree.map(np.asarray, draws)
         out = r.observe_and_act(params, stats, zeros, zeros, carry, np.ones((B,), bool),
-                                np.asarray(jax.random.PRNGKey(0)), noise)
+                                jax.tree.map(lambda d: d[0], draws), noise)
         r.observe_final(stats, zeros, zeros)
-        jax.block_until_ready(r.step_keys(jax.device_put(jax.random.PRNGKey(0), self._device), r.num_steps))
         shapes = r.trajectory_shape(params)
         rec = {name: jax.tree.map(lambda x: np.zeros(x.shape[1:], x.dtype), getattr(shapes, name))
                for name in REC_FIELDS}

@@ -81,11 +81,19 @@ class SquashedGaussian:
         log_prob = jnp.sum(-0.5 * noise * noise - self.log_std - 0.5 * _LOG_2PI - squash_log_det(u), axis=-1)
         return jnp.tanh(u), log_prob
 
-    def sample(self, key: jax.Array) -> jax.Array:
+    def draw(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(the Gaussian's standard-normal noise, a uniform point of [-1, 1]^D for the warm-up)."""
         gauss_key, uniform_key = jax.random.split(key)
-        unit, _ = self.sample_unit(gauss_key)
-        random = jax.random.uniform(uniform_key, self.mean.shape, self.mean.dtype, -1.0, 1.0)
+        return (jax.random.normal(gauss_key, self.mean.shape, self.mean.dtype),
+                jax.random.uniform(uniform_key, self.mean.shape, self.mean.dtype, -1.0, 1.0))
+
+    def sample_from_draw(self, draw: tuple[jax.Array, jax.Array]) -> jax.Array:
+        noise, random = draw
+        unit = jnp.tanh(self.mean + jnp.exp(self.log_std) * noise)  # `sample_unit`'s action for this noise
         return self.to_env(jnp.where(self.uniform, random, unit))
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return self.sample_from_draw(self.draw(key))
 
     def sample_from_noise(self, noise: jax.Array) -> jax.Array:
         """The env action for a standard-normal `noise` [..., D] (`exploration.py` correlates it

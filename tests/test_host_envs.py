@@ -129,6 +129,21 @@ def test_host_actor_records_the_fragment_step_by_step(scripted_fragment):
     np.testing.assert_array_equal(np.asarray(new_state.reset[0]), [True, False])
 
 
+def test_host_actor_draws_each_steps_randomness_from_that_steps_key(scripted_fragment):
+    """The actor draws a fragment's randomness in one call before it (`fragment_draws`); step t's
+    action is still the one the policy samples with the fragment's key t + 1, as if drawn in step t's
+    own act call, and the next state carries key 0."""
+    c, state, new_state, tr = scripted_fragment
+    r = c.rollout
+    params = r.unbatch(state.learner.params)
+    keys = jax.random.split(state.rollout.key[0], r.num_steps + 1)
+    carry = r.policy.initial_carry((r.num_envs,))
+    expected = [np.asarray(r.act(params, tr.obs[t], carry, tr.reset[t], keys[t + 1])[0]) for t in range(r.num_steps)]
+    np.testing.assert_array_equal(tr.action, np.stack(expected))
+    assert len(np.unique(tr.action)) > 1  # sampled, not one action throughout
+    np.testing.assert_array_equal(new_state.key[0], keys[0])
+
+
 def test_host_actor_values_the_truncation_from_the_final_obs_and_runs_gae(scripted_fragment):
     c, state, _, tr = scripted_fragment
     params = jax.tree.map(lambda x: x[0], state.learner.params)

@@ -13,8 +13,9 @@ import pytest
 from gymnax.environments import spaces
 
 from jaxrl_async.config import NetworkConfig
-from jaxrl_async.distributions import Categorical, DiagGaussian
+from jaxrl_async.distributions import Categorical, DiagGaussian, EpsilonGreedy, MultiCategorical
 from jaxrl_async.networks import make_policy, reset_carry
+from jaxrl_async.sac_policy import SquashedGaussian
 
 # ----------------------------------------------------------------- Categorical
 
@@ -121,6 +122,42 @@ def test_entropy_is_the_mean_negative_log_prob_of_samples(dist):
     samples = dist.sample(jax.random.PRNGKey(7))
     monte_carlo = -float(jnp.mean(dist.log_prob(samples)))
     assert abs(monte_carlo - float(dist.entropy()[0])) < 0.02
+
+
+def test_categorical_samples_as_jax_random_categorical():
+    """`sample` is `sample_from_draw(draw(key))`: the same actions as JAX's own sampler, bit for bit."""
+    dist = Categorical(jnp.asarray(np.tile(LOGITS, (100, 1))))
+    for seed in range(3):
+        key = jax.random.PRNGKey(seed)
+        np.testing.assert_array_equal(dist.sample(key), jax.random.categorical(key, dist.logits, axis=-1))
+
+
+DRAWN = {
+    "categorical": Categorical(jnp.asarray(LOGITS)),
+    "multi-categorical": MultiCategorical(jnp.asarray(np.concatenate([LOGITS, LOGITS[:, :2]], -1)), nvec=(3, 2)),
+    "gaussian": DiagGaussian(jnp.ones((3, 2)), jnp.zeros((3, 2))),
+    "squashed-gaussian": SquashedGaussian(jnp.ones((3, 2)), jnp.zeros((3, 2)), jnp.array([-2.0, 0.0]),
+                                          jnp.array([2.0, 1.0]), jnp.array(False)),
+    "squashed-gaussian-warm-up": SquashedGaussian(jnp.ones((3, 2)), jnp.zeros((3, 2)), jnp.array([-2.0, 0.0]),
+                                                  jnp.array([2.0, 1.0]), jnp.array(True)),
+    "epsilon-greedy": EpsilonGreedy(jnp.asarray(LOGITS), jnp.array(0.5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DRAWN))
+def test_a_draw_needs_only_the_distributions_shapes(name):
+    """A host actor draws a fragment's randomness before it knows the step's parameters: from the
+    distribution's abstract shapes. Those draws must be the ones the step itself would make."""
+    dist = DRAWN[name]
+    key = jax.random.PRNGKey(3)
+    from_shapes = jax.eval_shape(lambda: dist).draw(key)
+    for drawn, own in zip(jax.tree.leaves(from_shapes), jax.tree.leaves(dist.draw(key)), strict=True):
+        np.testing.assert_array_equal(drawn, own)
+    np.testing.assert_array_equal(dist.sample_from_draw(from_shapes), dist.sample(key))
+    # and the draws vary with the key: the samples of 200 keys are not all the same action
+    keys = jax.random.split(key, 200)
+    samples = np.asarray(jax.vmap(lambda k: dist.sample_from_draw(jax.eval_shape(lambda: dist).draw(k)))(keys))
+    assert len(np.unique(samples.reshape(200, -1), axis=0)) > 1
 
 
 # ----------------------------------------------------------------- networks
