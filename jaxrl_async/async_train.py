@@ -260,11 +260,12 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
             # the next rollout may be collected with an older version (lag 1, or a sync interval):
             # keep it for an exact resume
             older = None if lag is Lag.LATEST else older_version_needed(lag, done, interval)
-            stop = run.sync(accounting.window(done, params_finite),
-                            TrainState(learner=learner, rollout=actor.to_learner(rollout_state)),
-                            counters={"params_version": store.version},
-                            extra_state=None if older is None else
-                            {"behaviour_params": serialization.to_state_dict(store.get(older))})
+            with worker.held():  # the actor's rollout in flight ends first: a sync's time is not collecting time
+                stop = run.sync(accounting.window(done, params_finite),
+                                TrainState(learner=learner, rollout=actor.to_learner(rollout_state)),
+                                counters={"params_version": store.version},
+                                extra_state=None if older is None else
+                                {"behaviour_params": serialization.to_state_dict(store.get(older))})
             if stop:
                 break
     return TrainState(learner=learner, rollout=actor.to_learner(rollout_state)), {

@@ -25,6 +25,7 @@ the env steps taken rather than the version's).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import queue
@@ -186,6 +187,8 @@ class RolloutWorker:
         self._join_timeout_s = join_timeout_s
         self._buffer: queue.Queue = queue.Queue(maxsize=buffer_size)
         self._stop = threading.Event()
+        self._hold = threading.Condition()  # `held()`: no rollout starts while the learner holds the actor
+        self._holding = self._collecting = False
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="rollout-worker", daemon=True)
         self._thread.start()
@@ -210,12 +213,16 @@ class RolloutWorker:
                 wanted = self.lag.version_for(index, self._sync_interval)
                 version, params = (self._store.latest() if wanted is None
                                    else self._store.wait_for(wanted, self._stop))
+                self._start_collecting()
                 actor_wait_s = blocked_s + time.perf_counter() - wait_start
                 start = time.perf_counter()
-                if self._behaviour is not None:
-                    params = self._behaviour(params, version, index)
-                self._state, trajectory = self._collect(params, self._state)
-                jax.block_until_ready(trajectory)
+                try:
+                    if self._behaviour is not None:
+                        params = self._behaviour(params, version, index)
+                    self._state, trajectory = self._collect(params, self._state)
+                    jax.block_until_ready(trajectory)
+                finally:
+                    self._stop_collecting()
                 rollout_s = time.perf_counter() - start
                 put_start = time.perf_counter()
                 timings = self._timings() if self._timings is not None else {}
@@ -232,7 +239,37 @@ class RolloutWorker:
             except PipelineClosed:
                 pass
 
+    def _start_collecting(self) -> None:
+        with self._hold:
+            while self._holding and not self._stop.is_set():
+                self._hold.wait(0.05)
+            self._collecting = True
+
+    def _stop_collecting(self) -> None:
+        with self._hold:
+            self._collecting = False
+            self._hold.notify_all()
+
     # -- learner side ----------------------------------------------------
+    @contextlib.contextmanager
+    def held(self):
+        """Hold the actor for the block's duration: the rollout in flight (if any) finishes first, and
+        no new one starts until the block ends. The loop's host syncs (evaluation, checkpoints) run
+        held, so the time they take, counted apart from training, is not time the actor spent
+        collecting: without it, the fragments an actor made during a long evaluation on host envs
+        counted as steps trained in no time. Results are unchanged (the lag policy fixes each
+        rollout's params)."""
+        with self._hold:
+            self._holding = True
+            while self._collecting and self._thread.is_alive():
+                self._hold.wait(0.05)
+        try:
+            yield
+        finally:
+            with self._hold:
+                self._holding = False
+                self._hold.notify_all()
+
     def get(self, poll_s: float = 0.05) -> RolloutItem:
         """The next rollout; re-raises the actor's exception if it failed."""
         while True:

@@ -354,6 +354,31 @@ def test_actor_waits_for_the_params_its_lag_policy_needs(lag, rollouts_before_ve
         assert [worker.get().version for _ in range(rollouts_before_version_1 + 1)][-1] == 1
 
 
+def test_held_waits_for_the_rollout_in_flight_and_starts_none_until_released():
+    """The loop's host syncs run `held()`: the time they take is no actor's collecting time."""
+    store = ParamStore()
+    store.publish(initial_params())
+    started, finished = [], []
+
+    def slow_collect(params, counter):
+        started.append(time.monotonic())
+        time.sleep(0.2)
+        finished.append(time.monotonic())
+        return counter_collect(params, counter)
+
+    with RolloutWorker(slow_collect, initial_counter(), store, lag="latest", buffer_size=8) as worker:
+        wait_until(lambda: len(started) == 1, what="the first rollout to start")
+        with worker.held():
+            entered = time.monotonic()
+            assert len(finished) == 1 and finished[0] <= entered  # the rollout in flight ended first
+            time.sleep(0.5)  # a host sync: nothing starts meanwhile
+            assert len(started) == 1
+            released = time.monotonic()
+        wait_until(lambda: len(started) >= 2, what="the next rollout after the hold")
+        assert started[1] >= released
+        assert [worker.get().index for _ in range(2)] == [0, 1]
+
+
 # -- RolloutWorker: errors --------------------------------------------------
 
 def test_actor_exception_reaches_the_learner_with_its_traceback():
