@@ -65,8 +65,9 @@ class MultiCategorical:
 
     def draw(self, key: jax.Array) -> tuple[jax.Array, ...]:
         keys = jax.random.split(key, len(self.nvec))
-        batch = self.logits.shape[:-1]  # shapes only: `draw` never looks at the logits' values
-        return tuple(jax.random.gumbel(k, (*batch, n), self.logits.dtype) for n, k in zip(self.nvec, keys))
+        batch = self.logits.shape[:-1]  # shapes only (`_parts` splits the values): each part's own draw
+        return tuple(Categorical(jax.ShapeDtypeStruct((*batch, n), self.logits.dtype)).draw(k)
+                     for n, k in zip(self.nvec, keys))
 
     def sample_from_draw(self, draw: tuple[jax.Array, ...]) -> jax.Array:
         return jnp.stack([part.sample_from_draw(d) for part, d in zip(self._parts(), draw)], axis=-1)
@@ -92,15 +93,14 @@ class DiagGaussian:
     def draw(self, key: jax.Array) -> jax.Array:
         return jax.random.normal(key, self.mean.shape, self.mean.dtype)
 
-    def sample_from_draw(self, noise: jax.Array) -> jax.Array:
-        return self.sample_from_noise(noise)
-
     def sample(self, key: jax.Array) -> jax.Array:
         return self.sample_from_draw(self.draw(key))
 
     def sample_from_noise(self, noise: jax.Array) -> jax.Array:
         """The action for a standard-normal `noise` [..., D] (`exploration.py` correlates it)."""
         return self.mean + jnp.exp(self.log_std) * noise
+
+    sample_from_draw = sample_from_noise  # the draw is that noise
 
     def log_prob(self, action: jax.Array) -> jax.Array:
         z = (action - self.mean) * jnp.exp(-self.log_std)

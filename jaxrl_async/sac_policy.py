@@ -74,10 +74,14 @@ class SquashedGaussian:
     def to_unit(self, action: jax.Array) -> jax.Array:
         return 2.0 * (action - self.low) / (self.high - self.low) - 1.0
 
+    def _pre_squash(self, noise: jax.Array) -> jax.Array:
+        """u = mean + std * noise, the Gaussian sample the tanh squashes."""
+        return self.mean + jnp.exp(self.log_std) * noise
+
     def sample_unit(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         """A reparameterised sample: (unit action tanh(u) [..., D], its log-density [...])."""
         noise = jax.random.normal(key, self.mean.shape, self.mean.dtype)
-        u = self.mean + jnp.exp(self.log_std) * noise
+        u = self._pre_squash(noise)
         log_prob = jnp.sum(-0.5 * noise * noise - self.log_std - 0.5 * _LOG_2PI - squash_log_det(u), axis=-1)
         return jnp.tanh(u), log_prob
 
@@ -89,7 +93,7 @@ class SquashedGaussian:
 
     def sample_from_draw(self, draw: tuple[jax.Array, jax.Array]) -> jax.Array:
         noise, random = draw
-        unit = jnp.tanh(self.mean + jnp.exp(self.log_std) * noise)  # `sample_unit`'s action for this noise
+        unit = jnp.tanh(self._pre_squash(noise))  # `sample_unit`'s action for this noise
         return self.to_env(jnp.where(self.uniform, random, unit))
 
     def sample(self, key: jax.Array) -> jax.Array:
@@ -99,7 +103,7 @@ class SquashedGaussian:
         """The env action for a standard-normal `noise` [..., D] (`exploration.py` correlates it
         over time). In the warm-up it is the noise's normal CDF mapped onto the box: uniform, as
         `sample`'s, and correlated alike (white warm-up actions explore as little as white noise)."""
-        unit = jnp.tanh(self.mean + jnp.exp(self.log_std) * noise)
+        unit = jnp.tanh(self._pre_squash(noise))
         uniform = 2.0 * jax.scipy.special.ndtr(noise) - 1.0
         return self.to_env(jnp.where(self.uniform, uniform, unit))
 
