@@ -24,7 +24,7 @@ def test_quick_run_writes_every_case(quick_report):
     results = report["results"]
     prefixes = {key.split("/")[0] for key in results}
     assert prefixes == {"env_step", "rollout", "advantages", "update", "gae_placement", "e2e", "devices",
-                        "compile_cache", "ops_per_iteration", "eval_cost"}
+                        "compile_cache", "ops_per_iteration", "eval_cost", "gradient_step_cost"}
     for key, row in results.items():
         if key.startswith(("env_step", "rollout", "advantages", "update")):
             assert row["compile_s"] > 0 and row["repeats"] >= 2
@@ -44,6 +44,13 @@ def test_quick_run_writes_every_case(quick_report):
     assert ops["auto"]["ops_per_iteration"] == ops[f"{meta['backend']}-defaults"]["ops_per_iteration"]
     # the GPU's layout (unrolled loops, GAE as one product) launches fewer ops on any backend
     assert 0 < ops["gpu-defaults"]["ops_per_iteration"] < ops["cpu-defaults"]["ops_per_iteration"]
+    cost = results["gradient_step_cost/dqn/CartPole-v1/8x32"]
+    assert set(cost["us_per_gradient_step"]) == {"8", "64"} and min(cost["us_per_gradient_step"].values()) > 0
+    # the line through the two batch sizes, and the bound it gives at the config's batch of 64
+    assert cost["fixed_us"] + 64 * cost["us_per_sample"] == pytest.approx(cost["us_per_gradient_step"]["64"])
+    assert cost["gradient_steps_per_env_step"] == 128 / 256
+    assert cost["config_steps_per_second"] == pytest.approx(1e6 / (0.5 * cost["us_per_gradient_step"]["64"]))
+    assert cost["compute_bound_steps_per_second"] == pytest.approx(1e6 / (0.5 * 64 * cost["us_per_sample"]))
     cache = results["compile_cache/CartPole-v1/fused"]
     assert cache["cold_compile_s"] > 0 and cache["warm_compile_s"] > 0
     cost = results["eval_cost/4x128/fused/defaults"]

@@ -85,6 +85,10 @@ def headline(row: dict) -> tuple[str, float | None, str]:
         r = row["eval_checkpoint_pct"]
         return "% eval+ckpt/train", r["median"], (
             f"eval {row['eval_s']:.2f}s ckpt {row['checkpoint_s']:.2f}s / train {row['train_s']:.2f}s")
+    if "compute_bound_steps_per_second" in row:
+        return "us / grad step", row["us_per_gradient_step"][str(row["batch_size"])], (
+            f"{row['us_per_sample']:.2f} us/sample + {row['fixed_us']:.0f} us; bound "
+            f"{row['compute_bound_steps_per_second']:,.0f} steps/s")
     if "speedup" in row:
         return "x faster compile", row["speedup"], f"{row['cold_compile_s']:.2f}s -> {row['warm_compile_s']:.2f}s"
     return "", None, ""
