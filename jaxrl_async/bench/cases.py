@@ -327,9 +327,10 @@ def gradient_step_cost(quick: bool, repeats: int) -> dict:
     a fixed part: the fused iteration (act, add to the buffer, `replay_ratio` gradient steps),
     learning from the first fragment on, timed at two batch sizes. Per row: `us_per_gradient_step`
     at each batch (the iteration's time over its gradient steps), the line through the two
-    (`us_per_sample`, `fixed_us`), the config's own steps/s (`config_steps_per_second`), and `compute_bound_steps_per_second`,
-    the steps/s its batch allows if the fixed part cost nothing: the arithmetic on the sampled
-    transitions alone bounds it (issue #16 asks for 20x SB3 / sbx; this says how far that is)."""
+    (`us_per_sample`, `fixed_us`), the config's own steps/s (`config_steps_per_second`), and
+    `compute_bound_steps_per_second`, the steps/s its batch allows if the fixed part cost nothing:
+    the arithmetic on the sampled transitions alone bounds it (issue #16 asks for 20x SB3 / sbx;
+    this says how far that is)."""
     rows = {"dqn/CartPole-v1/8x32": (TrainConfig(**DQN_CARTPOLE, devices=1), (8, 64), 20)}
     if not quick:
         rows["sac/Pendulum-v1/1x1"] = (presets.config_for("Pendulum-v1"), (32, 256), 400)
