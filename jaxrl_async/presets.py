@@ -160,8 +160,9 @@ _ALL = (
             dict(total_timesteps=100_000, num_envs=16, num_steps=32, eval_episodes=64,
                  network=dict(hidden_sizes=(32,), core="gru", core_size=32),
                  learner=dict(num_minibatches=4, learning_rate=3e-3, gamma=0.9)),
-            None, "tests/test_recurrent.py's config (a GRU core; 1.0 is the cue remembered every time, "
-                  "0.5 a memoryless guess); return not measured here"),
+            1.0, "tests/test_recurrent.py's config (a GRU core; 1.0 is the cue remembered every time, "
+                 "0.5 a memoryless guess); measured: 1.0 on every seed of 5, greedy and sampling "
+                 "(python -m experiments.presets --envs Probe-Memory)"),
 )
 
 PRESETS: dict[str, Preset] = {preset.name: preset for preset in _ALL}
