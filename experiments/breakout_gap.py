@@ -59,6 +59,8 @@ VARIANTS = {
     "pjrl-8epochs-lr2.5e-3": _learner(update_epochs=8, learning_rate=2.5e-3),
     "pjrl-8epochs-128envs": dataclasses.replace(_learner(update_epochs=8), num_envs=128, num_steps=64),
     "pjrl-8epochs-256envs": dataclasses.replace(_learner(update_epochs=8), num_envs=256, num_steps=32),
+    "pjrl-8epochs-512envs": dataclasses.replace(_learner(update_epochs=8), num_envs=512, num_steps=16),
+    "pjrl-8epochs-1024envs": dataclasses.replace(_learner(update_epochs=8), num_envs=1024, num_steps=8),
     # the settings of experiments/ppo_breakout_minatar.py before the presets
     "old-mlp": TrainConfig(env="Breakout-MinAtar", num_envs=128, num_steps=64, eval_stochastic=True,
                            network=NetworkConfig(torso="mlp"),

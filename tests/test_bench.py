@@ -24,7 +24,7 @@ def test_quick_run_writes_every_case(quick_report):
     results = report["results"]
     prefixes = {key.split("/")[0] for key in results}
     assert prefixes == {"env_step", "rollout", "advantages", "update", "gae_placement", "e2e", "devices",
-                        "compile_cache", "ops_per_iteration", "eval_cost", "gradient_step_cost"}
+                        "compile_cache", "ops_per_iteration", "eval_cost", "gradient_step_cost", "host_step_cost"}
     for key, row in results.items():
         if key.startswith(("env_step", "rollout", "advantages", "update")):
             assert row["compile_s"] > 0 and row["repeats"] >= 2
@@ -51,6 +51,11 @@ def test_quick_run_writes_every_case(quick_report):
     assert cost["gradient_steps_per_env_step"] == 128 / 256
     assert cost["config_steps_per_second"] == pytest.approx(1e6 / (0.5 * cost["us_per_gradient_step"]["64"]))
     assert cost["compute_bound_steps_per_second"] == pytest.approx(1e6 / (0.5 * 64 * cost["us_per_sample"]))
+    host = results["host_step_cost/gymnasium:CartPole-v1/4x128"]
+    # a fragment's step steps the envs and acts; the act call does more than an empty jitted call
+    assert host["fragment_us"] > host["env_us"] > 0 and host["act_us"] > host["dispatch_floor_us"] > 0
+    assert host["env_bound_steps_per_second"] == pytest.approx(4e6 / host["env_us"])
+    assert host["actor_steps_per_second"] == pytest.approx(4e6 / host["fragment_us"])
     cache = results["compile_cache/CartPole-v1/fused"]
     assert cache["cold_compile_s"] > 0 and cache["warm_compile_s"] > 0
     cost = results["eval_cost/4x128/fused/defaults"]

@@ -365,9 +365,70 @@ def gradient_step_cost(quick: bool, repeats: int) -> dict:
     return results
 
 
+def host_step_cost(quick: bool, repeats: int) -> dict:
+    """Where a host env's fragment goes, per vector step: gymnasium CartPole-v1 at the reference
+    (PureJaxRL) config's 4 envs, the actor alone (no learner beside it). Per step: the envs' step
+    as the actor makes it (`env_us`), the policy's jitted act call with its outputs brought to the
+    host (`act_us`), a jitted call that does nothing on an observation (`dispatch_floor_us`), and
+    the actor's whole fragment over its steps (`fragment_us`: env, act, recording, the fragment's
+    draws, GAE and the transfer). `env_bound_steps_per_second` is the rate if acting, recording and
+    learning cost nothing (issue #15 asks for 10x SB3's steps/s: this says how far that is)."""
+    from jaxrl_async.host_rollout import _rows
+
+    cfg = TrainConfig(env="gymnasium:CartPole-v1", mode="async", devices=1)
+    c = build(cfg)
+    r, num_envs = c.rollout, cfg.num_envs
+    steps = 32 if quick else 512  # vector steps per timed call
+    state = initial_states(c)
+    params = r.unbatch(state.learner.params)
+    device = jax.devices()[0]
+    actor = r.actor(list(range(num_envs)), device, jax.sharding.SingleDeviceSharding(device))
+    actor.warm_up(state.learner.params, state.rollout)
+    rollout_state = [state.rollout]
+
+    def fragment():
+        rollout_state[0], trajectory = actor.collect(state.learner.params, rollout_state[0])
+        return trajectory
+
+    envs = c.env.make_vec(num_envs)
+    obs = envs.reset(list(range(num_envs)))
+    actions = np.random.default_rng(0).integers(0, 2, (steps, num_envs))
+
+    def env_steps():
+        for action in actions:
+            envs.step(action)
+
+    carry, reset = r.policy.initial_carry((num_envs,)), np.zeros((num_envs,), bool)
+    _, draws = r.fragment_draws(params, jax.random.PRNGKey(0), steps)
+    draw, noise = _rows(draws), r.init(jax.random.PRNGKey(0)).noise
+
+    def act_calls():
+        for t in range(steps):
+            action, log_prob, value = r.observe_and_act(params, None, obs, obs, carry, reset, draw(t), noise)[:3]
+            np.asarray(action), np.asarray(log_prob), np.asarray(value)
+
+    nothing = jax.jit(lambda x: x)
+
+    def empty_calls():
+        for _ in range(steps):
+            np.asarray(nothing(obs))
+
+    per_step_us = {}
+    for name, call, calls in (("fragment_us", fragment, cfg.num_steps), ("env_us", env_steps, steps),
+                              ("act_us", act_calls, steps), ("dispatch_floor_us", empty_calls, steps)):
+        per_step_us[name] = 1e6 * float(np.median(time_calls(call, warmup=1, repeats=max(2, repeats)))) / calls
+    envs.close()
+    actor.close()
+    return {f"host_step_cost/gymnasium:CartPole-v1/{num_envs}x{cfg.num_steps}": {
+        **per_step_us, "num_envs": num_envs,
+        "actor_steps_per_second": 1e6 * num_envs / per_step_us["fragment_us"],
+        "env_bound_steps_per_second": 1e6 * num_envs / per_step_us["env_us"]}}
+
+
 CASES = {"env_step": env_step, "rollout": rollout, "advantages": advantages, "update": update,
          "gae_placement": gae_placement, "ops_per_iteration": ops_per_iteration,
          "end_to_end": end_to_end, "devices": devices, "gradient_step_cost": gradient_step_cost,
+         "host_step_cost": host_step_cost,
          "compile_cache": compile_cache, "eval_cost": eval_cost}
 
 __all__ = ["CASES", "Timing"]

@@ -89,6 +89,10 @@ def headline(row: dict) -> tuple[str, float | None, str]:
         return "us / grad step", row["us_per_gradient_step"][str(row["batch_size"])], (
             f"{row['us_per_sample']:.2f} us/sample + {row['fixed_us']:.0f} us; bound "
             f"{row['compute_bound_steps_per_second']:,.0f} steps/s")
+    if "env_bound_steps_per_second" in row:
+        return "us / vector step", row["fragment_us"], (
+            f"env {row['env_us']:.0f} + act {row['act_us']:.0f} us (floor {row['dispatch_floor_us']:.0f}); "
+            f"env bound {row['env_bound_steps_per_second']:,.0f} steps/s")
     if "speedup" in row:
         return "x faster compile", row["speedup"], f"{row['cold_compile_s']:.2f}s -> {row['warm_compile_s']:.2f}s"
     return "", None, ""
