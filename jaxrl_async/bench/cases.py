@@ -373,8 +373,6 @@ def host_step_cost(quick: bool, repeats: int) -> dict:
     the actor's whole fragment over its steps (`fragment_us`: env, act, recording, the fragment's
     draws, GAE and the transfer). `env_bound_steps_per_second` is the rate if acting, recording and
     learning cost nothing (issue #15 asks for 10x SB3's steps/s: this says how far that is)."""
-    from jaxrl_async.host_rollout import _rows
-
     cfg = TrainConfig(env="gymnasium:CartPole-v1", mode="async", devices=1)
     c = build(cfg)
     r, num_envs = c.rollout, cfg.num_envs
@@ -398,13 +396,15 @@ def host_step_cost(quick: bool, repeats: int) -> dict:
         for action in actions:
             envs.step(action)
 
-    carry, reset = r.policy.initial_carry((num_envs,)), np.zeros((num_envs,), bool)
+    # the act call's other inputs as the actor passes them: its state's, and each step's draw on the host
+    stats, carry, noise = r.unbatch((state.rollout.obs_stats, state.rollout.carry, state.rollout.noise))
+    reset = np.zeros((num_envs,), bool)
     _, draws = r.fragment_draws(params, jax.random.PRNGKey(0), steps)
-    draw, noise = _rows(draws), r.init(jax.random.PRNGKey(0)).noise
+    draws = [jax.tree.map(lambda x, t=t: np.asarray(x[t]), draws) for t in range(steps)]
 
     def act_calls():
         for t in range(steps):
-            action, log_prob, value = r.observe_and_act(params, None, obs, obs, carry, reset, draw(t), noise)[:3]
+            action, log_prob, value = r.observe_and_act(params, stats, obs, obs, carry, reset, draws[t], noise)[:3]
             np.asarray(action), np.asarray(log_prob), np.asarray(value)
 
     nothing = jax.jit(lambda x: x)
