@@ -17,11 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.advantages import batched_gae, batched_vtrace
-from jaxrl_async import presets
-from jaxrl_async.bench.measure import Timing, time_calls, time_jitted
+from jaxrl_async.bench.configs import DQN_CARTPOLE, LARGE, REFERENCE
 from jaxrl_async.bench.hlo_ops import count_ops
+from jaxrl_async.bench.measure import Timing, time_jitted
+from jaxrl_async.bench.step_costs import gradient_step_cost, host_step_cost
 from jaxrl_async.components import build, init_state, initial_states
-from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, TrainConfig
 from jaxrl_async.fused import fused_program
 from jaxrl_async.metrics import METRICS_FILE
 from jaxrl_async.schedule import Schedule, chunk_plan
@@ -134,16 +135,6 @@ def gae_placement(quick: bool, repeats: int) -> dict:
 
 # End to end: through train(), as a user runs it. Variants are run round-robin so that
 # drift in the machine's speed hits each of them alike.
-REFERENCE = dict(env="CartPole-v1", num_envs=4, num_steps=128, total_timesteps=500_000)
-LARGE = dict(env="CartPole-v1", num_envs=256, num_steps=32, total_timesteps=2_000_000)
-# DQN, experiments/dqn_cartpole.py's config (128 gradient steps of batch 64 per 8 x 32 fragment), 100k steps
-DQN_CARTPOLE = dict(env="CartPole-v1", algo="dqn", num_envs=8, num_steps=32, total_timesteps=100_000,
-                    network=NetworkConfig(hidden_sizes=(64, 64), activation="relu"),
-                    learner=LearnerConfig(learning_rate=2.3e-3, max_grad_norm=10.0),
-                    dqn=DQNConfig(learning_starts=1_000, replay_ratio=128, replay_batch_size=64,
-                                  target_update_period=128, epsilon_end=0.04, epsilon_decay_fraction=0.16))
-
-
 def _timed_run(cfg: TrainConfig, tmp: str, **changes) -> tuple[dict, list[float]]:
     """One benchmark run through train(): its summary and the steps/s of each host-sync window.
 
@@ -320,109 +311,6 @@ def ops_per_iteration(quick: bool, repeats: int) -> dict:
                 "ops_per_iteration": counted.total, **counted.as_dict(),
                 "backend": jax.default_backend(), "speed": c.speed.as_dict()}
     return results
-
-
-def gradient_step_cost(quick: bool, repeats: int) -> dict:
-    """What a replay learner's gradient step costs, split into a part per sampled transition and
-    a fixed part: the fused iteration (act, add to the buffer, `replay_ratio` gradient steps),
-    learning from the first fragment on, timed at two batch sizes. Per row: `us_per_gradient_step`
-    at each batch (the iteration's time over its gradient steps), the line through the two
-    (`us_per_sample`, `fixed_us`), the config's own steps/s (`config_steps_per_second`), and
-    `compute_bound_steps_per_second`, the steps/s its batch allows if the fixed part cost nothing:
-    the arithmetic on the sampled transitions alone bounds it (issue #16 asks for 20x SB3 / sbx;
-    this says how far that is)."""
-    # each row: the config, a small batch to time beside the config's own, iterations per timed call
-    rows = {"dqn/CartPole-v1/8x32": (TrainConfig(**DQN_CARTPOLE, devices=1), 8, 20)}
-    if not quick:
-        rows["sac/Pendulum-v1/1x1"] = (presets.config_for("Pendulum-v1"), 32, 400)
-    results = {}
-    for label, (base, small, iterations) in rows.items():
-        iterations = max(2, iterations // (10 if quick else 1))
-        own_batch = base.dqn.replay_batch_size
-        per_step_us = {}
-        for batch in (small, own_batch):
-            cfg = dataclasses.replace(base, num_seeds=1, total_timesteps=base.batch_size * iterations * 4,
-                                      dqn=dataclasses.replace(base.dqn, replay_batch_size=batch,
-                                                              learning_starts=base.batch_size))
-            c = build(cfg)
-            state = [initial_states(c)]
-            compiled = fused_program(c).lower(state[0], jnp.int32(1)).compile()
-
-            def call(compiled=compiled, state=state):  # the state is donated: each call takes the last one's
-                state[0] = compiled(state[0], jnp.int32(iterations))[0]
-                return state[0]
-
-            seconds = float(np.median(time_calls(call, warmup=1, repeats=max(2, repeats))))
-            per_step_us[batch] = 1e6 * seconds / (iterations * cfg.dqn.replay_ratio)
-        per_sample = (per_step_us[own_batch] - per_step_us[small]) / (own_batch - small)
-        gradient_steps_per_env_step = base.dqn.replay_ratio / base.batch_size
-        results[f"gradient_step_cost/{label}"] = {
-            "us_per_gradient_step": {str(b): us for b, us in per_step_us.items()},
-            "us_per_sample": per_sample, "fixed_us": per_step_us[small] - per_sample * small,
-            "batch_size": own_batch, "gradient_steps_per_env_step": gradient_steps_per_env_step,
-            "config_steps_per_second": 1e6 / (gradient_steps_per_env_step * per_step_us[own_batch]),
-            "compute_bound_steps_per_second": 1e6 / (gradient_steps_per_env_step * per_sample * own_batch)}
-    return results
-
-
-def host_step_cost(quick: bool, repeats: int) -> dict:
-    """Where a host env's fragment goes, per vector step: gymnasium CartPole-v1 at the reference
-    (PureJaxRL) config's 4 envs, the actor alone (no learner beside it). Per step: the envs' step
-    as the actor makes it (`env_us`), the policy's jitted act call with its outputs brought to the
-    host (`act_us`), a jitted call that does nothing on an observation (`dispatch_floor_us`), and
-    the actor's whole fragment over its steps (`fragment_us`: env, act, recording, the fragment's
-    draws, GAE and the transfer). `env_bound_steps_per_second` is the rate if acting, recording and
-    learning cost nothing (issue #15 asks for 10x SB3's steps/s: this says how far that is)."""
-    cfg = TrainConfig(env="gymnasium:CartPole-v1", mode="async", devices=1)
-    c = build(cfg)
-    r, num_envs = c.rollout, cfg.num_envs
-    steps = 32 if quick else 512  # vector steps per timed call
-    state = initial_states(c)
-    params = r.unbatch(state.learner.params)
-    device = jax.devices()[0]
-    actor = r.actor(list(range(num_envs)), device, jax.sharding.SingleDeviceSharding(device))
-    actor.warm_up(state.learner.params, state.rollout)
-    rollout_state = [state.rollout]
-
-    def fragment():
-        rollout_state[0], trajectory = actor.collect(state.learner.params, rollout_state[0])
-        return trajectory
-
-    envs = c.env.make_vec(num_envs)
-    obs = envs.reset(list(range(num_envs)))
-    actions = np.random.default_rng(0).integers(0, 2, (steps, num_envs))
-
-    def env_steps():
-        for action in actions:
-            envs.step(action)
-
-    # the act call's other inputs as the actor passes them: its state's, and each step's draw on the host
-    stats, carry, noise = r.unbatch((state.rollout.obs_stats, state.rollout.carry, state.rollout.noise))
-    reset = np.zeros((num_envs,), bool)
-    _, draws = r.fragment_draws(params, jax.random.PRNGKey(0), steps)
-    draws = [jax.tree.map(lambda x, t=t: np.asarray(x[t]), draws) for t in range(steps)]
-
-    def act_calls():
-        for t in range(steps):
-            action, log_prob, value = r.observe_and_act(params, stats, obs, obs, carry, reset, draws[t], noise)[:3]
-            np.asarray(action), np.asarray(log_prob), np.asarray(value)
-
-    nothing = jax.jit(lambda x: x)
-
-    def empty_calls():
-        for _ in range(steps):
-            np.asarray(nothing(obs))
-
-    per_step_us = {}
-    for name, call, calls in (("fragment_us", fragment, cfg.num_steps), ("env_us", env_steps, steps),
-                              ("act_us", act_calls, steps), ("dispatch_floor_us", empty_calls, steps)):
-        per_step_us[name] = 1e6 * float(np.median(time_calls(call, warmup=1, repeats=max(2, repeats)))) / calls
-    envs.close()
-    actor.close()
-    return {f"host_step_cost/gymnasium:CartPole-v1/{num_envs}x{cfg.num_steps}": {
-        **per_step_us, "num_envs": num_envs,
-        "actor_steps_per_second": 1e6 * num_envs / per_step_us["fragment_us"],
-        "env_bound_steps_per_second": 1e6 * num_envs / per_step_us["env_us"]}}
 
 
 CASES = {"env_step": env_step, "rollout": rollout, "advantages": advantages, "update": update,
