@@ -7,7 +7,8 @@ with the greedy policy's evaluation. Every variant here is evaluated both ways a
 (`eval_stochastic`), so the two figures sit side by side. The variants start from PureJaxRL's
 MinAtar config (`examples/brax_minatar.ipynb` in luchris429/purejaxrl: 64 envs x 128 steps,
 4 epochs x 8 minibatches, Adam 5e-3 annealed, relu 64x64 on the flattened observation, clip 0.2,
-entropy 0.01) and change one thing each. Writes `<run_dir>/<variant>/` and `comparison.png`,
+entropy 0.01) and change one thing each; the "preset-" variants change one thing each in the preset
+(8 epochs, 256 envs x 32 steps). Writes `<run_dir>/<variant>/` and `comparison.png`,
 and prints a table.
 """
 
@@ -39,6 +40,14 @@ def _network(**changes) -> TrainConfig:
     return dataclasses.replace(PUREJAXRL, network=dataclasses.replace(PUREJAXRL.network, **changes))
 
 
+# the preset since 2026-11-24 (jaxrl_async/presets.py): the base of the "preset-" variants
+_PRESET = dataclasses.replace(_learner(update_epochs=8), num_envs=256, num_steps=32)
+
+
+def _preset_learner(**changes) -> TrainConfig:
+    return dataclasses.replace(_PRESET, learner=dataclasses.replace(_PRESET.learner, **changes))
+
+
 VARIANTS = {
     "pjrl": PUREJAXRL,
     "pjrl-tanh": _network(activation="tanh"),
@@ -58,9 +67,17 @@ VARIANTS = {
     "pjrl-8epochs-clip0.1": _learner(update_epochs=8, clip_eps=0.1),
     "pjrl-8epochs-lr2.5e-3": _learner(update_epochs=8, learning_rate=2.5e-3),
     "pjrl-8epochs-128envs": dataclasses.replace(_learner(update_epochs=8), num_envs=128, num_steps=64),
-    "pjrl-8epochs-256envs": dataclasses.replace(_learner(update_epochs=8), num_envs=256, num_steps=32),
+    "pjrl-8epochs-256envs": _PRESET,
     "pjrl-8epochs-512envs": dataclasses.replace(_learner(update_epochs=8), num_envs=512, num_steps=16),
     "pjrl-8epochs-1024envs": dataclasses.replace(_learner(update_epochs=8), num_envs=1024, num_steps=8),
+    # one change to the preset (8 epochs, 256 envs x 32 steps)
+    "preset-128x128": dataclasses.replace(_PRESET, network=dataclasses.replace(_PRESET.network, hidden_sizes=(128, 128))),
+    "preset-4mb": _preset_learner(num_minibatches=4),
+    "preset-16mb": _preset_learner(num_minibatches=16),
+    "preset-ent0.005": _preset_learner(ent_coef=0.005),
+    "preset-lambda0.9": _preset_learner(gae_lambda=0.9),
+    "preset-grad1.0": _preset_learner(max_grad_norm=1.0),
+    "preset-ent0.005-16mb": _preset_learner(ent_coef=0.005, num_minibatches=16),
     # the settings of experiments/ppo_breakout_minatar.py before the presets
     "old-mlp": TrainConfig(env="Breakout-MinAtar", num_envs=128, num_steps=64, eval_stochastic=True,
                            network=NetworkConfig(torso="mlp"),
