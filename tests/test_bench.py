@@ -24,7 +24,8 @@ def test_quick_run_writes_every_case(quick_report):
     results = report["results"]
     prefixes = {key.split("/")[0] for key in results}
     assert prefixes == {"env_step", "rollout", "advantages", "update", "gae_placement", "e2e", "devices",
-                        "compile_cache", "ops_per_iteration", "eval_cost", "gradient_step_cost", "host_step_cost"}
+                        "compile_cache", "ops_per_iteration", "eval_cost", "gradient_step_cost", "host_step_cost",
+                        "host_sync_cost"}
     for key, row in results.items():
         if key.startswith(("env_step", "rollout", "advantages", "update")):
             assert row["compile_s"] > 0 and row["repeats"] >= 2
@@ -56,6 +57,11 @@ def test_quick_run_writes_every_case(quick_report):
     assert host["fragment_us"] > host["env_us"] > 0 and host["act_us"] > host["dispatch_floor_us"] > 0
     assert host["env_bound_steps_per_second"] == pytest.approx(4e6 / host["env_us"])
     assert host["actor_steps_per_second"] == pytest.approx(4e6 / host["fragment_us"])
+    sync = results["host_sync_cost/CartPole-v1/4x128"]
+    # quick: 40 updates, which 'auto' runs as 20 calls of 2
+    assert (sync["updates"], sync["calls"]) == (40, 20) and sync["pairs"] == 2
+    assert sync["extra_ms_per_call"] == pytest.approx(1e3 * (sync["auto_to_one_call"] - 1) * sync["one_call_s"] / 19)
+    assert sync["iteration_ms"] == pytest.approx(1e3 * sync["one_call_s"] / 40) and 0 < sync["empty_call_ms"]
     cache = results["compile_cache/CartPole-v1/fused"]
     assert cache["cold_compile_s"] > 0 and cache["warm_compile_s"] > 0
     cost = results["eval_cost/4x128/fused/defaults"]

@@ -3,6 +3,7 @@ throughput target can be checked against what the parts alone allow.
 
 - `gradient_step_cost`: a replay learner's gradient step, per sampled transition and fixed.
 - `host_step_cost`: a host env's fragment, per vector step: the envs, the act call, the rest.
+- `host_sync_cost`: what the fused mode's host syncs (its calls of the compiled loop) add to training.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async import presets
-from jaxrl_async.bench.configs import DQN_CARTPOLE
+from jaxrl_async.bench.configs import DQN_CARTPOLE, REFERENCE
 from jaxrl_async.bench.measure import time_calls
 from jaxrl_async.components import build, initial_states
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.fused import fused_program
+from jaxrl_async.fused import compile_fused, fused_program
+from jaxrl_async.schedule import chunk_plan
 
 
 def _median_us(call: Callable[[], Any], repeats: int, per: int) -> float:
@@ -126,3 +128,39 @@ def host_step_cost(quick: bool, repeats: int) -> dict:
         **per_step_us, "num_envs": num_envs,
         "actor_steps_per_second": 1e6 * num_envs / per_step_us["fragment_us"],
         "env_bound_steps_per_second": 1e6 * num_envs / per_step_us["env_us"]}}
+
+
+def host_sync_cost(quick: bool, repeats: int) -> dict:
+    """What the fused mode's host syncs cost: the reference config's updates run as the default
+    plan of calls ('auto': about 20 calls, one host sync after each) and as one call of them all,
+    the two alternated in one process (the compiled loop alone, no host bookkeeping between calls).
+    `auto_to_one_call` is the median of each pair's ratio; `extra_ms_per_call` spreads the
+    difference over the calls. `empty_call_ms` is a call of zero iterations (dispatch and
+    bringing the metrics to the host), `first_iteration_extra_ms` what a call's first iteration
+    costs beyond a later one (a call of 2 iterations against one of 1)."""
+    cfg = TrainConfig(**{**REFERENCE, "total_timesteps": 40 * 512} if quick else REFERENCE, devices=1)
+    c = build(cfg)
+    state = [initial_states(c)]
+    compiled = compile_fused(c, state[0], None)
+
+    def calls(plan):  # the state is donated: each call takes the last one's
+        def run():
+            for n in plan:
+                state[0], sums, diagnostics = compiled(state[0], jnp.int32(n))
+                jax.device_get((sums, diagnostics))
+        return run
+
+    num_updates = cfg.num_updates
+    auto_plan = chunk_plan(num_updates, "auto")
+    pairs = [(time_calls(calls([num_updates]), warmup=0, repeats=1)[0],
+              time_calls(calls(auto_plan), warmup=0, repeats=1)[0]) for _ in range(max(2, repeats))]
+    ratio = float(np.median([auto / one for one, auto in pairs]))
+    one_call_s = float(np.median([one for one, _ in pairs]))
+    call_ms = {n: 1e3 * float(np.median(time_calls(calls([n]), warmup=1, repeats=20 if quick else 100)))
+               for n in (0, 1, 2)}
+    return {f"host_sync_cost/CartPole-v1/{cfg.num_envs}x{cfg.num_steps}": {
+        "updates": num_updates, "calls": len(auto_plan), "one_call_s": one_call_s,
+        "auto_calls_s": float(np.median([auto for _, auto in pairs])), "auto_to_one_call": ratio,
+        "extra_ms_per_call": 1e3 * (ratio - 1) * one_call_s / (len(auto_plan) - 1),
+        "iteration_ms": 1e3 * one_call_s / num_updates, "empty_call_ms": call_ms[0],
+        "first_iteration_extra_ms": 2 * call_ms[1] - call_ms[2] - call_ms[0], "pairs": len(pairs)}}

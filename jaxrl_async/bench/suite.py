@@ -93,6 +93,9 @@ def headline(row: dict) -> tuple[str, float | None, str]:
         return "us / vector step", row["fragment_us"], (
             f"env {row['env_us']:.0f} + act {row['act_us']:.0f} us (floor {row['dispatch_floor_us']:.0f}); "
             f"env bound {row['env_bound_steps_per_second']:,.0f} steps/s")
+    if "auto_to_one_call" in row:
+        return "% auto > 1 call", 100 * (row["auto_to_one_call"] - 1), (
+            f"{row['calls']} calls: +{row['extra_ms_per_call']:.2f} ms each; empty {row['empty_call_ms']:.2f} ms")
     if "speedup" in row:
         return "x faster compile", row["speedup"], f"{row['cold_compile_s']:.2f}s -> {row['warm_compile_s']:.2f}s"
     return "", None, ""
