@@ -147,6 +147,18 @@ def test_breakout_gap_smoke(tmp_path, capsys):
     assert f"| pjrl | {batch:,} | " in capsys.readouterr().out
 
 
+def test_breakout_gap_preset_variants_change_the_preset():
+    from experiments import breakout_gap
+    from jaxrl_async.presets import config_for
+
+    preset, base = config_for("Breakout-MinAtar"), breakout_gap.VARIANTS["pjrl-8epochs-256envs"]
+    # the variant named for the preset is it (the study evaluates both ways and sets its own budget)
+    assert dataclasses.replace(base, total_timesteps=preset.total_timesteps, eval_stochastic=False,
+                               preset=preset.preset) == preset
+    assert breakout_gap.VARIANTS["preset-ent0.005"] == dataclasses.replace(
+        base, learner=dataclasses.replace(base.learner, ent_coef=0.005))
+
+
 def test_breakout_gap_refuses_an_unknown_variant(tmp_path):
     from experiments import breakout_gap
 
