@@ -40,8 +40,9 @@ def _network(**changes) -> TrainConfig:
     return dataclasses.replace(PUREJAXRL, network=dataclasses.replace(PUREJAXRL.network, **changes))
 
 
+_EIGHT_EPOCHS = _learner(update_epochs=8)
 # the preset since 2026-11-24 (jaxrl_async/presets.py): the base of the "preset-" variants
-_PRESET = dataclasses.replace(_learner(update_epochs=8), num_envs=256, num_steps=32)
+_PRESET = dataclasses.replace(_EIGHT_EPOCHS, num_envs=256, num_steps=32)
 
 
 def _preset_learner(**changes) -> TrainConfig:
@@ -58,19 +59,19 @@ VARIANTS = {
     "pjrl-cnn": _network(torso="cnn"),
     "pjrl-gamma0.995": _learner(gamma=0.995),
     "pjrl-32envs": dataclasses.replace(PUREJAXRL, num_envs=32),  # twice the updates per env step
-    "pjrl-8epochs": _learner(update_epochs=8),
+    "pjrl-8epochs": _EIGHT_EPOCHS,
     "pjrl-16epochs": _learner(update_epochs=16),
     "pjrl-8epochs-16mb": _learner(update_epochs=8, num_minibatches=16),
     "pjrl-8epochs-ent0.001": _learner(update_epochs=8, ent_coef=0.001),
-    "pjrl-8epochs-128x128": dataclasses.replace(_learner(update_epochs=8),
+    "pjrl-8epochs-128x128": dataclasses.replace(_EIGHT_EPOCHS,
                                                 network=dataclasses.replace(PUREJAXRL.network, hidden_sizes=(128, 128))),
     "pjrl-8epochs-clip0.1": _learner(update_epochs=8, clip_eps=0.1),
     "pjrl-8epochs-lr2.5e-3": _learner(update_epochs=8, learning_rate=2.5e-3),
-    "pjrl-8epochs-128envs": dataclasses.replace(_learner(update_epochs=8), num_envs=128, num_steps=64),
+    "pjrl-8epochs-128envs": dataclasses.replace(_EIGHT_EPOCHS, num_envs=128, num_steps=64),
     "pjrl-8epochs-256envs": _PRESET,
-    "pjrl-8epochs-512envs": dataclasses.replace(_learner(update_epochs=8), num_envs=512, num_steps=16),
-    "pjrl-8epochs-1024envs": dataclasses.replace(_learner(update_epochs=8), num_envs=1024, num_steps=8),
-    # one change to the preset (8 epochs, 256 envs x 32 steps)
+    "pjrl-8epochs-512envs": dataclasses.replace(_EIGHT_EPOCHS, num_envs=512, num_steps=16),
+    "pjrl-8epochs-1024envs": dataclasses.replace(_EIGHT_EPOCHS, num_envs=1024, num_steps=8),
+    # one change each to the preset
     "preset-128x128": dataclasses.replace(_PRESET, network=dataclasses.replace(_PRESET.network, hidden_sizes=(128, 128))),
     "preset-4mb": _preset_learner(num_minibatches=4),
     "preset-16mb": _preset_learner(num_minibatches=16),
