@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.advantages import batched_gae, gae_inputs
+from jaxrl_async.bootstrap import bootstrap_values
 from jaxrl_async.envs.host_vec import HostEnvSpec, HostVecEnv, set_row
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.evaluate import EvalResult
@@ -112,7 +113,9 @@ class HostRollout:
                                 noise=initial_noise(num_envs, policy.action_shape) if correlated else ())
 
         def finish(params, rec: dict, carry_after, initial_carry) -> Trajectory:
-            bootstrap_value = policy.value_step(params, rec["next_obs"], carry_after)
+            # host envs' time limits are their own: every step's next_obs is valued
+            bootstrap_value = bootstrap_values(lambda obs, carry: policy.value_step(params, obs, carry), rec,
+                                               carry_after, num_steps)
             discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"], gamma, gae_lambda)
             advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t, scan=gae_scan)
             trajectory = Trajectory(**rec, bootstrap_value=bootstrap_value, advantage=advantage,

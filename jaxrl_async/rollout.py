@@ -20,7 +20,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_async.advantages import batched_gae, gae_inputs
+from jaxrl_async.bootstrap import bootstrap_values
 from jaxrl_async.envs.normalize import RunningMeanStd
+from jaxrl_async.envs.wrappers import max_truncations
 from jaxrl_async.exploration import check_correlation, initial_noise, next_noise
 from jaxrl_async.networks import Policy, reset_carry
 from jaxrl_async.spaces import as_observation, map_shapes
@@ -51,6 +53,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         consecutive steps (`exploration.py`); 0 samples white noise.
     """
     correlated = check_correlation(noise_correlation, policy.discrete)
+    truncations = max_truncations(env, env_params, num_steps)
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     reset_env = jax.vmap(env.reset, in_axes=(0, None))
     obs_shape = policy.obs_shape
@@ -85,15 +88,16 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
             step_keys, state.env_state, action, env_params)
         next_obs = as_observation(obs_shape, next_obs)
         stats = state.obs_stats.update(next_obs) if normalize_obs else state.obs_stats
-        # record the pre-reset observation: at a truncation the bootstrap is V(final obs);
-        # it is valued after the scan in one batched critic call
+        # record the pre-reset observation: at a truncation the bootstrap is V(final obs),
+        # valued after the scan (`bootstrap_values`)
         final_obs = observe(stats, as_observation(obs_shape, info["final_observation"]))
         record = dict(
             obs=obs, action=action, log_prob=log_prob, value=value,
             reward=reward.astype(jnp.float32), terminated=terminated, truncated=truncated,
             next_obs=final_obs, episode_return=info["episode_return"],
             episode_length=info["episode_length"], episode_done=info["episode_done"], reset=state.reset,
-            # to value next_obs after the scan; a feedforward policy's carry is (), which records nothing
+            # to value a truncated step's next_obs after the scan; a feedforward policy's carry is (),
+            # which records nothing
             carry_after=carry)
         state = state.replace(env_state=env_state, obs=next_obs, obs_stats=stats, key=key, carry=carry,
                               reset=terminated | truncated, noise=noise)
@@ -104,8 +108,11 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         initial_carry = state.carry
         state, rec = jax.lax.scan(lambda s, x: step(params, s, x), state, None,
                                   length=num_steps, unroll=unroll)
-        # v_t for every step; where the episode went on this equals V(obs_{t+1})
-        bootstrap_value = policy.value_step(params, rec["next_obs"], rec.pop("carry_after"))
+        # the fragment leaves off at the next one's first observation and carry (at a reset their
+        # value is not used: the step before it ended the episode)
+        bootstrap_value = bootstrap_values(lambda obs, carry: policy.value_step(params, obs, carry), rec,
+                                           rec.pop("carry_after"), truncations,
+                                           following=(observe(state.obs_stats, state.obs), state.carry))
         discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"],
                                           gamma, gae_lambda)
         advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t,
@@ -117,3 +124,4 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         return state, trajectory
 
     return Rollout(init, collect)
+

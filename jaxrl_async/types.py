@@ -55,7 +55,8 @@ class Trajectory:
       truncated: `[T, B]` bool, the episode hit its time limit at t (not terminal).
       next_obs: `[T, B, *obs_shape]` observation after acting at t, *before* any
         auto-reset (gymnax's `final_observation`), normalised like `obs`.
-      bootstrap_value: `[T, B]` V(next_obs_t) under the behaviour params (`v_t`).
+      bootstrap_value: `[T, B]` V(next_obs_t) under the behaviour params (`v_t`), 0 where the
+        episode terminated at t (`bootstrap.bootstrap_values`).
       advantage: `[T, B]` GAE advantages.
       target: `[T, B]` value targets, advantage + value.
       episode_return, episode_length: `[T, B]` return/length of an episode that ended at t.

@@ -148,7 +148,9 @@ def test_host_actor_values_the_truncation_from_the_final_obs_and_runs_gae(script
     c, state, _, tr = scripted_fragment
     params = jax.tree.map(lambda x: x[0], state.learner.params)
     value = np.asarray(c.policy.value_step(params, tr.next_obs, ()))
-    np.testing.assert_allclose(tr.bootstrap_value, value, rtol=1e-6)
+    # V(final obs) at the truncation, V(next obs) where the episode went on, 0 after the termination
+    assert np.any(tr.terminated) and np.any(tr.truncated)
+    np.testing.assert_allclose(tr.bootstrap_value, np.where(tr.terminated, 0.0, value), rtol=1e-6)
     np.testing.assert_allclose(tr.value, np.asarray(c.policy.value_step(params, tr.obs, ())), rtol=1e-6)
     # NumPy reference GAE: discount 0 at terminations, lambda 0 at truncations (bootstrap V(final obs))
     cfg = c.cfg.learner

@@ -11,8 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl_async.bootstrap import bootstrap_values
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.envs import make_env
+from jaxrl_async.envs.wrappers import Wrapper, max_truncations
 from jaxrl_async.networks import make_policy, reset_carry
 from jaxrl_async.rollout import make_rollout
 
@@ -103,20 +105,28 @@ def reference_rollout(env, env_params, policy, params, state, num_steps, normali
         obs = next_obs
     rec = {name: np.stack(values) for name, values in rec.items()}
     carries_after = jax.tree.map(lambda *steps: jnp.stack(steps), *carries_after) if carries_after else ()
-    rec["bootstrap_value"] = np.asarray(policy.value_step(params, jnp.asarray(rec["next_obs"]), carries_after))
+    # what follows each step: nothing after a termination, else the pre-reset observation's value
+    rec["bootstrap_value"] = np.where(
+        rec["terminated"], 0.0, np.asarray(policy.value_step(params, jnp.asarray(rec["next_obs"]), carries_after)))
     rec["advantage"] = numpy_gae(rec["reward"], rec["terminated"], rec["truncated"], rec["value"],
                                  rec["bootstrap_value"], GAMMA, GAE_LAMBDA)
     rec["target"] = rec["advantage"] + rec["value"]
     return rec, dict(key=key, obs=obs, env_state=env_state, seen=np.concatenate(seen), carry=carry, reset=reset)
 
 
-# CartPole with 32 steps sees terminations; the probe with a 3-step limit, truncations.
-# A GRU on both: its carry must be reset at every episode start, and at a truncation the
-# bootstrap must value the final observation with the carry after the step.
+# CartPole with 32 steps sees terminations; the probe with a 3-step limit, truncations (its
+# rollout values every step's final observation); CartPole with a 15-step limit, terminations
+# and up to 2 truncations per env (its rollout values only the truncated steps': at most 3
+# per env in 32 steps), or with a 10-step limit in 10 steps, one at the very end. A GRU: its
+# carry must be reset at every episode start, and at a truncation the bootstrap must value
+# the final observation with the carry after the step.
 REFERENCE_CASES = [
     pytest.param("CartPole-v1", 32, False, None, SMALL_NET, id="cartpole"),
     pytest.param("CartPole-v1", 16, True, None, SMALL_NET, id="cartpole-normalized"),
     pytest.param("CartPole-v1", 32, False, None, SMALL_GRU, id="cartpole-gru"),
+    pytest.param("CartPole-v1", 32, False, 15, SMALL_NET, id="cartpole-time-limit"),
+    pytest.param("CartPole-v1", 32, True, 15, SMALL_GRU, id="cartpole-time-limit-gru-normalized"),
+    pytest.param("CartPole-v1", 10, False, 10, SMALL_NET, id="cartpole-time-limit-at-the-end"),
     pytest.param("Probe-Truncation", 8, False, 3, SMALL_NET, id="truncation"),
     pytest.param("Probe-Truncation", 8, False, 3, SMALL_GRU, id="truncation-gru"),
     pytest.param("Probe-TwoStep", 6, False, None, SMALL_NET, id="twostep"),
@@ -229,6 +239,58 @@ def test_termination_advantage_ignores_everything_after_it():
                                1.0 - np.asarray(traj.value)[terminated], rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(np.asarray(traj.episode_return)[terminated], 1.0)
     np.testing.assert_array_equal(np.asarray(traj.episode_length)[terminated], 2)
+
+
+def test_max_truncations_follows_the_time_limit():
+    env, params = make_env("CartPole-v1")  # 500 steps
+    assert [max_truncations(env, params, t) for t in (1, 128, 500, 501, 1024)] == [1, 1, 1, 2, 3]
+    assert max_truncations(env, params.replace(max_steps_in_episode=15), 32) == 3  # steps 15 and 30
+    # an env under its own truncation rule, or behind a wrapper of unknown stepping: any step may be one
+    probe, probe_params = make_env("Probe-Truncation")
+    assert max_truncations(probe, probe_params, 32) == 32
+
+    class Skip(Wrapper):  # might step the env it wraps more than once a step
+        pass
+
+    assert max_truncations(Skip(env), params, 32) == 32
+
+
+def test_bootstrap_values_value_only_the_truncated_steps():
+    """Env 0 is truncated at steps 1 and 4 and terminated at 2; env 1 terminated at 3; env 2
+    truncated at the last step. A truncation takes V(final obs), a termination 0, any other
+    step the next step's value (after the last step, the following observation's): with
+    k = 2 truncations per env one critic call sees [2 + 1, 3] rows."""
+    num_steps, num_envs = 6, 3
+    terminated, truncated = np.zeros((num_steps, num_envs), bool), np.zeros((num_steps, num_envs), bool)
+    truncated[[1, 4], 0] = True
+    terminated[2, 0] = terminated[3, 1] = True
+    truncated[5, 2] = True
+    grid = jnp.arange(num_steps * num_envs, dtype=jnp.float32).reshape(num_steps, num_envs)
+    rec = dict(next_obs=grid[..., None], value=-1.0 - grid, terminated=jnp.asarray(terminated),
+               truncated=jnp.asarray(truncated))
+    following_obs = jnp.asarray([[100.0], [200.0], [300.0]])
+    seen = []
+
+    def value_fn(obs, carry):
+        seen.append(obs.shape)
+        return 10.0 * obs[..., 0]
+
+    final_value = 10.0 * np.asarray(grid)
+    next_step_value = np.concatenate([np.asarray(rec["value"])[1:], [[1000.0, 2000.0, 3000.0]]])
+    expected = np.where(terminated, 0.0, np.where(truncated, final_value, next_step_value))
+    np.testing.assert_array_equal(bootstrap_values(value_fn, rec, (), 2, following=(following_obs, ())), expected)
+    assert seen == [(3, num_envs, 1)]
+    # at most one truncation per env (env 0's second is left out): [1 + 1, 3] rows
+    one = truncated.copy()
+    one[4, 0] = False
+    rec_one = {**rec, "truncated": jnp.asarray(one)}
+    np.testing.assert_array_equal(bootstrap_values(value_fn, rec_one, (), 1, following=(following_obs, ())),
+                                  np.where(terminated, 0.0, np.where(one, final_value, next_step_value)))
+    assert seen[-1] == (2, num_envs, 1)
+    # valuing every step (a host env's rollout): V(final obs) everywhere but at the termination
+    np.testing.assert_array_equal(bootstrap_values(value_fn, rec, (), num_steps),
+                                  np.where(terminated, 0.0, final_value))
+    assert seen[-1] == (num_steps, num_envs, 1)
 
 
 # ----------------------------------------------------------------- observation normalisation

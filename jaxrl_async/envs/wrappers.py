@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-from gymnax.environments import spaces
+from gymnax.environments import environment, spaces
 
 
 class Wrapper:
@@ -218,3 +218,27 @@ class ObservationSubset(Wrapper):
         obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
         info = {**info, "final_observation": self._subset(info["final_observation"])}
         return self._subset(obs), state, reward, terminated, truncated, info
+
+
+# wrappers that step the env they wrap exactly once per step, so they keep its time limit's spacing
+_ONE_STEP_WRAPPERS = (EpisodeStatistics, ClipAction, ObservationSubset)
+
+
+def max_truncations(env: Any, params: Any, num_steps: int) -> int:
+    """The most times one env can be truncated in `num_steps` consecutive steps.
+
+    Under gymnax's time limit (`Environment.is_truncated`: `state.time >= max_steps_in_episode`,
+    the step count restarting at each reset) two truncations of one env are at least
+    L = `max_steps_in_episode` steps apart, so T steps hold at most floor((T - 1) / L) + 1.
+    That holds where the env is a gymnax `Environment` stepped by gymnax's own `step` under that
+    rule, wrapped only by this module's wrappers; for any other env every step may be one (T).
+    """
+    inner = env
+    while type(inner) in _ONE_STEP_WRAPPERS:
+        inner = inner._env
+    limit = getattr(params, "max_steps_in_episode", None)
+    gymnax_rule = (isinstance(inner, environment.Environment) and type(inner).step is environment.Environment.step
+                   and type(inner).is_truncated is environment.Environment.is_truncated)
+    if gymnax_rule and isinstance(limit, (int, np.integer)) and limit >= 1:
+        return min(num_steps, (num_steps - 1) // int(limit) + 1)
+    return num_steps
