@@ -83,14 +83,17 @@ def test_reset_carry_only_touches_resetting_envs(recurrent):
 
 
 def test_recurrent_bootstrap_values_the_final_observation_with_the_carry(recurrent):
-    """v_t at every step is the critic on the pre-reset observation after the step's carry."""
+    """v_t at every step is the critic on the pre-reset observation after the step's carry (0 after a
+    termination, where nothing follows)."""
     c, state, _, trajectory = recurrent
     params, carry, values = state.learner.params, trajectory.initial_carry, []
     for t in range(trajectory.reward.shape[0]):
         carry = reset_carry(c.policy, carry, trajectory.reset[t])
         _, _, carry = c.policy.step(params, trajectory.obs[t], carry)
         values.append(c.policy.value_step(params, trajectory.next_obs[t], carry))
-    np.testing.assert_allclose(np.stack(values), trajectory.bootstrap_value, atol=1e-5)
+    assert np.any(trajectory.terminated)
+    np.testing.assert_allclose(np.where(trajectory.terminated, 0.0, np.stack(values)), trajectory.bootstrap_value,
+                               atol=1e-5)
 
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c", "impala"])
