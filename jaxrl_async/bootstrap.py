@@ -1,7 +1,8 @@
-"""v_t, the value of what follows each step of a fragment: the bootstrap that GAE, V-trace
-and the n-step returns take beside the rewards.
+"""v_t, the value of what follows each step of a fragment: the bootstrap that GAE and the
+lambda-returns take beside the rewards.
 
-    bootstrap_value = bootstrap_values(value_fn, rec, carry_after, next_step_value, max_truncations)
+    bootstrap_value = bootstrap_values(value_fn, rec, carry_after, max_truncations,
+                                       following=(next_first_obs, next_first_carry))
 
 Truncation is not termination: after a termination nothing follows (0); after a time limit
 the episode would have gone on from its pre-reset observation (gymnax's `final_observation`),

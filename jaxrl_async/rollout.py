@@ -124,4 +124,3 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         return state, trajectory
 
     return Rollout(init, collect)
-
