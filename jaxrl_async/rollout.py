@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jaxrl_async.advantages import batched_gae, gae_inputs
 from jaxrl_async.bootstrap import bootstrap_values
 from jaxrl_async.envs.normalize import RunningMeanStd
-from jaxrl_async.envs.wrappers import max_truncations
+from jaxrl_async.envs.wrappers import max_truncations as env_truncation_bound
 from jaxrl_async.exploration import check_correlation, initial_noise, next_noise
 from jaxrl_async.networks import Policy, reset_carry
 from jaxrl_async.spaces import as_observation, map_shapes
@@ -36,7 +36,8 @@ class Rollout(NamedTuple):
 
 def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: int,
                  gamma: float, gae_lambda: float, normalize_obs: bool = False,
-                 unroll: int = 1, gae_scan: str = "sequential", noise_correlation: float = 0.0) -> Rollout:
+                 unroll: int = 1, gae_scan: str = "sequential", noise_correlation: float = 0.0,
+                 max_truncations: int | None = None) -> Rollout:
     """Build the rollout for `num_envs` parallel copies of a gymnax-1.x env.
 
     Args:
@@ -51,9 +52,17 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
       gae_scan: GAE's recursion, "sequential" or "associative" (`advantages.gae`; speed only).
       noise_correlation: correlation of a Gaussian policy's exploration noise between
         consecutive steps (`exploration.py`); 0 samples white noise.
+      max_truncations: how many truncated steps per env the bootstrap values (`bootstrap.py`):
+        None for the most the env's time limit allows (`envs.wrappers.max_truncations`);
+        `num_steps` values every step's pre-reset observation (speed only: the benchmark's
+        reference; a count below the env's bound would drop bootstraps, so it is refused).
     """
     correlated = check_correlation(noise_correlation, policy.discrete)
-    truncations = max_truncations(env, env_params, num_steps)
+    bound = env_truncation_bound(env, env_params, num_steps)
+    truncations = bound if max_truncations is None else max_truncations
+    if not bound <= truncations <= num_steps:
+        raise ValueError(f"max_truncations={max_truncations}: an env can be truncated up to {bound} times in "
+                         f"{num_steps} steps, so give {bound}..{num_steps} (or None for {bound})")
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     reset_env = jax.vmap(env.reset, in_axes=(0, None))
     obs_shape = policy.obs_shape

@@ -25,7 +25,7 @@ def test_quick_run_writes_every_case(quick_report):
     prefixes = {key.split("/")[0] for key in results}
     assert prefixes == {"env_step", "rollout", "advantages", "update", "gae_placement", "e2e", "devices",
                         "compile_cache", "ops_per_iteration", "eval_cost", "gradient_step_cost", "host_step_cost",
-                        "host_sync_cost"}
+                        "host_sync_cost", "bootstrap_cost"}
     for key, row in results.items():
         if key.startswith(("env_step", "rollout", "advantages", "update")):
             assert row["compile_s"] > 0 and row["repeats"] >= 2
@@ -62,6 +62,10 @@ def test_quick_run_writes_every_case(quick_report):
     assert (sync["updates"], sync["calls"]) == (40, 20) and sync["pairs"] == 2
     assert sync["extra_ms_per_call"] == pytest.approx(1e3 * (sync["auto_to_one_call"] - 1) * sync["one_call_s"] / 19)
     assert sync["iteration_ms"] == pytest.approx(1e3 * sync["one_call_s"] / 40) and 0 < sync["empty_call_ms"]
+    bootstrap = results["bootstrap_cost/CartPole-v1/4x128"]
+    # CartPole's 500-step limit: at most one truncation per env in 128 steps
+    assert bootstrap["max_truncations"] == 1 and bootstrap["rounds"] == 2
+    assert bootstrap["truncated_ms"] > 0 and bootstrap["every_step_ms"] > 0 and bootstrap["truncated_to_every_step"] > 0
     cache = results["compile_cache/CartPole-v1/fused"]
     assert cache["cold_compile_s"] > 0 and cache["warm_compile_s"] > 0
     cost = results["eval_cost/4x128/fused/defaults"]

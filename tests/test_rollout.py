@@ -255,6 +255,21 @@ def test_max_truncations_follows_the_time_limit():
     assert max_truncations(Skip(env), params, 32) == 32
 
 
+def test_valuing_every_step_gives_the_same_trajectory():
+    """`max_truncations=num_steps` (the benchmark's reference, every step valued) and the env's bound
+    (3 in 32 steps at a 15-step limit) agree to float rounding; a count below the bound is refused."""
+    env, env_params, policy, rollout, params, state = build("CartPole-v1", num_steps=32, max_steps=15)
+    every_step = make_rollout(env, env_params, policy, num_envs=NUM_ENVS, num_steps=32, gamma=GAMMA,
+                              gae_lambda=GAE_LAMBDA, max_truncations=32)
+    _, traj = jax.jit(rollout.collect)(params, state)
+    _, reference = jax.jit(every_step.collect)(params, state)
+    assert np.any(traj.truncated) and np.any(traj.terminated)
+    chex.assert_trees_all_close(traj, reference, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="max_truncations=2: an env can be truncated up to 3 times in 32 steps"):
+        make_rollout(env, env_params, policy, num_envs=NUM_ENVS, num_steps=32, gamma=GAMMA, gae_lambda=GAE_LAMBDA,
+                     max_truncations=2)
+
+
 def test_bootstrap_values_value_only_the_truncated_steps():
     """Env 0 is truncated at steps 1 and 4 and terminated at 2; env 1 terminated at 3; env 2
     truncated at the last step. A truncation takes V(final obs), a termination 0, any other

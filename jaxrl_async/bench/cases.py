@@ -20,7 +20,7 @@ from jaxrl_async.advantages import batched_gae, batched_vtrace
 from jaxrl_async.bench.configs import DQN_CARTPOLE, LARGE, REFERENCE
 from jaxrl_async.bench.hlo_ops import count_ops
 from jaxrl_async.bench.measure import Timing, time_jitted
-from jaxrl_async.bench.step_costs import gradient_step_cost, host_step_cost, host_sync_cost
+from jaxrl_async.bench.step_costs import bootstrap_cost, gradient_step_cost, host_step_cost, host_sync_cost
 from jaxrl_async.components import build, init_state, initial_states
 from jaxrl_async.config import LearnerConfig, TrainConfig
 from jaxrl_async.fused import fused_program
@@ -314,7 +314,7 @@ def ops_per_iteration(quick: bool, repeats: int) -> dict:
 
 
 CASES = {"env_step": env_step, "rollout": rollout, "advantages": advantages, "update": update,
-         "gae_placement": gae_placement, "ops_per_iteration": ops_per_iteration,
+         "gae_placement": gae_placement, "bootstrap_cost": bootstrap_cost, "ops_per_iteration": ops_per_iteration,
          "end_to_end": end_to_end, "devices": devices, "gradient_step_cost": gradient_step_cost,
          "host_step_cost": host_step_cost, "host_sync_cost": host_sync_cost,
          "compile_cache": compile_cache, "eval_cost": eval_cost}

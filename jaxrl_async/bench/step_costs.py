@@ -4,11 +4,13 @@ throughput target can be checked against what the parts alone allow.
 - `gradient_step_cost`: a replay learner's gradient step, per sampled transition and fixed.
 - `host_step_cost`: a host env's fragment, per vector step: the envs, the act call, the rest.
 - `host_sync_cost`: what the fused mode's host syncs (its calls of the compiled loop) add to training.
+- `bootstrap_cost`: a rollout's bootstrap values, the truncated steps' alone against every step's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable
 
 import jax
@@ -18,9 +20,11 @@ import numpy as np
 from jaxrl_async import presets
 from jaxrl_async.bench.configs import DQN_CARTPOLE, REFERENCE
 from jaxrl_async.bench.measure import time_calls
-from jaxrl_async.components import build, initial_states
+from jaxrl_async.components import build, init_state, initial_states
 from jaxrl_async.config import TrainConfig
+from jaxrl_async.envs.wrappers import max_truncations as env_truncation_bound
 from jaxrl_async.fused import compile_fused, fused_program
+from jaxrl_async.rollout import make_rollout
 from jaxrl_async.schedule import chunk_plan
 
 
@@ -164,3 +168,46 @@ def host_sync_cost(quick: bool, repeats: int) -> dict:
         "extra_ms_per_call": 1e3 * (ratio - 1) * one_call_s / (len(auto_plan) - 1),
         "iteration_ms": 1e3 * one_call_s / num_updates, "empty_call_ms": call_ms[0],
         "first_iteration_extra_ms": 2 * call_ms[1] - call_ms[2] - call_ms[0], "pairs": len(pairs)}}
+
+
+def bootstrap_cost(quick: bool, repeats: int) -> dict:
+    """What valuing only the truncated steps' pre-reset observations saves (`bootstrap.py`): the
+    rollout as built (the critic on `max_truncations` + 1 rows per env) against the same rollout
+    valuing all T x B (`max_truncations=num_steps`, the layout before), the two alternated.
+    `truncated_to_every_step` is the median of each round's ratio of collect times; outside
+    quick mode the reference config adds `iteration_truncated_to_every_step`, the same for the
+    compiled training loop (100 iterations a call)."""
+    results = {}
+    for num_envs, num_steps in ((4, 128),) if quick else ((4, 128), (2048, 64)):
+        c = build(TrainConfig(**{**REFERENCE, "num_envs": num_envs, "num_steps": num_steps}, devices=1))
+        state = jax.jit(functools.partial(init_state, c))(jax.random.PRNGKey(0))
+        every_step = make_rollout(c.env, c.env_params, c.policy, num_envs=num_envs, num_steps=num_steps,
+                                  gamma=c.cfg.learner.gamma, gae_lambda=c.cfg.learner.gae_lambda,
+                                  unroll=c.speed.scan_unroll, gae_scan=c.speed.gae_scan, max_truncations=num_steps)
+        args = (state.learner.params, state.rollout)
+        compiled = [jax.jit(r.collect).lower(*args).compile() for r in (c.rollout, every_step)]
+        rounds = [[float(np.median(time_calls(lambda: f(*args), warmup=1, repeats=repeats))) for f in compiled]
+                  for _ in range(2 if quick else 10)]
+        truncated, every = (np.array(times) for times in zip(*rounds))
+        row = {"truncated_ms": 1e3 * float(np.median(truncated)), "every_step_ms": 1e3 * float(np.median(every)),
+               "truncated_to_every_step": float(np.median(truncated / every)),
+               "max_truncations": env_truncation_bound(c.env, c.env_params, num_steps), "rounds": len(rounds)}
+        if not quick and num_envs == 4:
+            row["iteration_truncated_to_every_step"] = _iteration_ratio([c, c._replace(rollout=every_step)], 12)
+        results[f"bootstrap_cost/CartPole-v1/{num_envs}x{num_steps}"] = row
+    return results
+
+
+def _iteration_ratio(variants: list, rounds: int, iterations: int = 100) -> float:
+    """The first variant's compiled training loop time over the second's: the median of each
+    round's ratio, the two alternated (each keeps training its own state)."""
+    states = [initial_states(c) for c in variants]
+    programs = [compile_fused(c, state, None) for c, state in zip(variants, states)]
+    times = [[], []]
+    for _ in range(rounds):
+        for i, program in enumerate(programs):
+            def call(i=i, program=program):
+                states[i], sums, _ = program(states[i], jnp.int32(iterations))
+                return sums
+            times[i] += time_calls(call, warmup=0, repeats=1)
+    return float(np.median(np.array(times[0]) / np.array(times[1])))

@@ -93,6 +93,11 @@ def headline(row: dict) -> tuple[str, float | None, str]:
         return "us / vector step", row["fragment_us"], (
             f"env {row['env_us']:.0f} + act {row['act_us']:.0f} us (floor {row['dispatch_floor_us']:.0f}); "
             f"env bound {row['env_bound_steps_per_second']:,.0f} steps/s")
+    if "truncated_to_every_step" in row:
+        iteration = row.get("iteration_truncated_to_every_step")
+        return "% < every step", 100 * (1 - row["truncated_to_every_step"]), (
+            f"collect {row['truncated_ms']:.2f} vs {row['every_step_ms']:.2f} ms; k={row['max_truncations']}"
+            + (f"; iteration {100 * (1 - iteration):.1f}% less" if iteration is not None else ""))
     if "auto_to_one_call" in row:
         return "% auto > 1 call", 100 * (row["auto_to_one_call"] - 1), (
             f"{row['calls']} calls: +{row['extra_ms_per_call']:.2f} ms each; empty {row['empty_call_ms']:.2f} ms")
