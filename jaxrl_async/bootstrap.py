@@ -26,8 +26,8 @@ def bootstrap_values(value_fn: Callable, rec: dict, carry_after: Any, max_trunca
     (value_{t+1}; after the last step, the observation the next fragment starts from). So only a
     truncated step needs the critic, and an env is truncated at most `max_truncations` times in
     a fragment (`envs.wrappers.max_truncations`): one critic call values those `[k, B]` rows and
-    the following observation's, not all `[T, B]`. Without `following`, or with
-    `max_truncations` >= T, it values every step.
+    the following observation's, not all `[T, B]`. With `max_truncations` >= T it values every
+    step, and `following` is not needed.
 
     Args:
       value_fn: `(obs [N, B, ...], carry [N, B, ...]) -> [N, B]`, the behaviour critic.
@@ -38,7 +38,7 @@ def bootstrap_values(value_fn: Callable, rec: dict, carry_after: Any, max_trunca
     """
     terminated, truncated = rec["terminated"], rec["truncated"]
     k = max_truncations
-    if following is None or k >= terminated.shape[0]:
+    if k >= terminated.shape[0]:
         return jnp.where(terminated, 0.0, value_fn(rec["next_obs"], carry_after))
     if k == 1:  # the common case (T <= the time limit): no counting
         steps, count = jnp.argmax(truncated, axis=0)[None], None
