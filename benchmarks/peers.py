@@ -37,9 +37,9 @@ from typing import Literal
 
 from experiments import dqn_cartpole
 from experiments.common import last_json
-from jaxrl_async import presets
+from jaxrl_async.trainer import presets
 from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig, TrainConfig
-from jaxrl_async.flags import parse
+from jaxrl_async.cli.flags import parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIDES = ("ours", "ours-default-eval", "rejax", "sb3", "sbx")
@@ -120,10 +120,10 @@ def ours_config(case: str, total: int | None, default_eval: bool, run_dir: str) 
 
 def run_ours(case: str, total: int | None, default_eval: bool) -> dict:
     """One of our runs in this process (`--worker`): its summary's figures."""
-    from jaxrl_async.runtime import configure_cpu_runtime
+    from jaxrl_async.trainer.runtime import configure_cpu_runtime
 
     configure_cpu_runtime()
-    from jaxrl_async.training import train
+    from jaxrl_async.trainer.training import train
 
     with tempfile.TemporaryDirectory() as tmp:
         s = train(ours_config(case, total, default_eval, os.path.join(tmp, "run")), console=False).summary

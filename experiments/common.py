@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 import tyro  # noqa: E402
 
 from jaxrl_async import TrainConfig  # noqa: E402
-from jaxrl_async.run_dir import METRICS_FILE  # noqa: E402
+from jaxrl_async.trainer.run_dir import METRICS_FILE  # noqa: E402
 
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult
@@ -209,7 +209,7 @@ def study_main(config: TrainConfig, name: str, argv: list[str] | None, defaults:
 def run_script(main) -> None:
     """Run a script's `main` with the commands' settings (jaxrl_async/runtime.py), applied before
     JAX starts: one device, since the seeds are vmapped, and the persistent compilation cache."""
-    from jaxrl_async.runtime import configure_compilation_cache, configure_cpu_runtime
+    from jaxrl_async.trainer.runtime import configure_compilation_cache, configure_cpu_runtime
 
     configure_cpu_runtime(expose_cores=False)
     configure_compilation_cache()
@@ -235,7 +235,7 @@ def run_comparison(runs: dict[str, TrainConfig], name: str, out_dir: str | None 
     Returns:
       label -> the run's `TrainResult`; `<out_dir>/comparison.png` holds the curves.
     """
-    from jaxrl_async import train  # after the script's CPU settings (see run_study)
+    from jaxrl_async import train  # after the script's CPU settings (see run_study
 
     out_dir = default_run_dir(name) if out_dir is None else out_dir
     os.makedirs(out_dir, exist_ok=True)

@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from jaxrl_async.runtime import configure_compilation_cache, configure_cpu_runtime
+from jaxrl_async.trainer.runtime import configure_compilation_cache, configure_cpu_runtime
 
 BUSY_ID = "JaxrlBusy/CartPole-v1"
 SUMMARY_KEYS = ("steps_per_second", "final_eval_return_mean", "overlap_efficiency", "learner_wait_fraction",
@@ -64,7 +64,7 @@ def register_busy_cartpole(busy_us: float, wait: str) -> None:
 
 
 def _train(cfg):
-    from jaxrl_async.training import train
+    from jaxrl_async.trainer.training import train
 
     result = train(cfg, console=False)
     summary = {k: result.summary.get(k) for k in SUMMARY_KEYS}

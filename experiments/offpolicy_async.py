@@ -26,7 +26,7 @@ import statistics
 import sys
 import time
 
-from jaxrl_async.runtime import configure_compilation_cache, configure_cpu_runtime
+from jaxrl_async.trainer.runtime import configure_compilation_cache, configure_cpu_runtime
 
 SUMMARY_KEYS = ("steps_per_second", "final_eval_return_mean", "gradient_steps_per_second",
                 "samples_per_gradient_step", "replay_fill", "policy_lag_mean", "learner_wait_fraction",
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--no-host", action="store_true", help="leave out gymnasium:CartPole-v1")
     parser.add_argument("--run-dir", default=None)
     args = parser.parse_args(argv)
-    from jaxrl_async.training import train
+    from jaxrl_async.trainer.training import train
 
     out_dir = args.run_dir or os.path.join("runs", f"offpolicy_async-{time.strftime('%Y%m%d-%H%M%S')}")
     os.makedirs(out_dir, exist_ok=True)

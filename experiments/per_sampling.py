@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     import jax
     import jax.numpy as jnp
 
-    from jaxrl_async import priority, replay
+    from jaxrl_async.algorithms.replay import priority
+    from jaxrl_async.algorithms.replay import buffer as replay
 
     rows = args.capacity // args.num_envs
     num_cells = rows * args.num_envs

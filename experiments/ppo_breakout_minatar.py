@@ -9,7 +9,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from experiments.common import StudyArgs, run_script, study_main
-from jaxrl_async.presets import config_for
+from jaxrl_async.trainer.presets import config_for
 
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult

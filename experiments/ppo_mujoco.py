@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--ours-dir", help="read our ours-seed<N> run directories from here instead of training")
     parser.add_argument("--run-dir", default=None)
     args = parser.parse_args(argv)
-    from jaxrl_async.training import train  # after the script's CPU settings (run_script)
+    from jaxrl_async.trainer.training import train  # after the script's CPU settings (run_script)
 
     out_dir = args.run_dir or default_run_dir("ppo_mujoco")
     os.makedirs(out_dir, exist_ok=True)

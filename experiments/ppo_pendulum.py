@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from experiments.common import StudyArgs, run_script, study_main
-from jaxrl_async.presets import config_for
+from jaxrl_async.trainer.presets import config_for
 
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult

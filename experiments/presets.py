@@ -17,7 +17,7 @@ import tyro
 
 from experiments.common import CURVE_FILE, curve_from_metrics, default_run_dir, greedy_summary, plot_learning_curve
 from experiments.common import print_table, run_script
-from jaxrl_async.presets import PRESETS, config_for
+from jaxrl_async.trainer.presets import PRESETS, config_for
 
 MEASURED = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCarContinuous-v0", "Breakout-MinAtar", "Catch-bsuite",
             "MountainCar-v0")

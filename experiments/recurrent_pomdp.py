@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from experiments.common import StudyArgs, greedy_summary, parse_args, print_table, run_comparison, run_script
 from jaxrl_async import NetworkConfig
-from jaxrl_async.presets import config_for
+from jaxrl_async.trainer.presets import config_for
 
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from experiments.common import StudyArgs, run_script, study_main
-from jaxrl_async import presets
+from jaxrl_async.trainer import presets
 
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult

@@ -15,14 +15,14 @@ _PUBLIC = {
     "LearnerConfig": "jaxrl_async.config",
     "NetworkConfig": "jaxrl_async.config",
     "TrainConfig": "jaxrl_async.config",
-    "TrainResult": "jaxrl_async.training",
-    "train": "jaxrl_async.training",
+    "TrainResult": "jaxrl_async.trainer.training",
+    "train": "jaxrl_async.trainer.training",
     "sweep_hparams": "jaxrl_async.algorithms",
     "make_env": "jaxrl_async.envs",
-    "MultiDiscrete": "jaxrl_async.spaces",
+    "MultiDiscrete": "jaxrl_async.envs.spaces",
     "registered_env_ids": "jaxrl_async.envs",
-    "configure_cpu_runtime": "jaxrl_async.runtime",
-    "configure_compilation_cache": "jaxrl_async.runtime",
+    "configure_cpu_runtime": "jaxrl_async.trainer.runtime",
+    "configure_compilation_cache": "jaxrl_async.trainer.runtime",
 }
 __all__ = sorted(_PUBLIC)
 

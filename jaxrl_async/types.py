@@ -11,7 +11,6 @@ from typing import Any, Callable, NamedTuple
 import jax
 from flax import struct
 
-from jaxrl_async.envs.normalize import RunningMeanStd
 
 
 @struct.dataclass
@@ -32,7 +31,7 @@ class RolloutState:
 
     env_state: Any
     obs: jax.Array
-    obs_stats: RunningMeanStd
+    obs_stats: Any  # envs.normalize.RunningMeanStd
     key: jax.Array
     carry: Any
     reset: jax.Array

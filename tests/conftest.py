@@ -13,7 +13,7 @@ import jax
 import pytest
 
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
-from jaxrl_async.runtime import configure_cpu_runtime
+from jaxrl_async.trainer.runtime import configure_cpu_runtime
 
 # LLVM's optimisation level 1 for the session and the subprocesses it starts (they read the
 # environment), where the commands keep XLA's default 2. The suite is mostly compilation of

@@ -11,7 +11,7 @@ import textwrap
 _HANG_AT_RENAME = """
 import os, time
 import numpy as np
-from jaxrl_async import checkpoint as ckpt
+from jaxrl_async.trainer import checkpoint as ckpt
 
 def hang(src, dst):
     print("written", flush=True)

@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_async.components import build
-from jaxrl_async.training import train
+from jaxrl_async.trainer.build import build
+from jaxrl_async.trainer.training import train
 
 PROBE_SEEDS = 4  # vmapped in one program: about the cost of one seed on these tiny networks
 

@@ -9,7 +9,7 @@ import tempfile
 import jax
 import numpy as np
 
-from jaxrl_async.runtime import configure_cpu_runtime
+from jaxrl_async.trainer.runtime import configure_cpu_runtime
 
 configure_cpu_runtime(expose_cores=False)  # the device count comes from JAX_NUM_CPU_DEVICES
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
-from jaxrl_async.training import train
+from jaxrl_async.trainer.training import train
 
 
 @pytest.fixture(scope="module")

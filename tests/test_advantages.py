@@ -1,4 +1,4 @@
-"""Tests for jaxrl_async.advantages: GAE, lambda-returns, V-trace.
+"""Tests for jaxrl_async.core.advantages: GAE, lambda-returns, V-trace.
 
 References are plain NumPy loops written in terms of episodes (flags, explicit
 segment splitting), not in terms of the (discount_t, lambda_t) trick the
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxrl_async import advantages as adv
+from jaxrl_async.core import advantages as adv
 
 GAMMA = 0.9
 ATOL = 1e-5

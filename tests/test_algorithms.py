@@ -19,17 +19,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async import losses
-from jaxrl_async.advantages import gae_inputs, vtrace
+from jaxrl_async.core import losses
+from jaxrl_async.core.advantages import gae_inputs, vtrace
 from jaxrl_async.algorithms import make_a2c, make_algorithm, make_impala, make_reinforce
-from jaxrl_async.algorithms.common import truncated_importance_weight
+from jaxrl_async.algorithms.sgd import truncated_importance_weight
 from jaxrl_async.algorithms.reinforce import monte_carlo_returns
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.envs import make_env
-from jaxrl_async.networks import make_policy
-from jaxrl_async.rollout import make_rollout
-from jaxrl_async.components import build
-from jaxrl_async.training import train
+from jaxrl_async.nets.actor_critic import make_policy
+from jaxrl_async.rollout.device import make_rollout
+from jaxrl_async.trainer.build import build
+from jaxrl_async.trainer.training import train
 from jaxrl_async.types import Trajectory
 from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved,  # tests/learning_checks.py
                              assert_every_seed_close, learn_probe, probabilities, values)

@@ -1,4 +1,4 @@
-"""Tests for jaxrl_async.async_train: the async mode against the fused one, lag policies,
+"""Tests for jaxrl_async.trainer.asynchronous.loop: the async mode against the fused one, lag policies,
 the run directory it writes, and errors on the learner's side."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_async import run_dir as run_dir_lib
-from jaxrl_async.async_train import train_async
+from jaxrl_async.trainer import run_dir as run_dir_lib
+from jaxrl_async.trainer.asynchronous.loop import train_async
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
-from jaxrl_async.components import build, initial_states
-from jaxrl_async.run import Run
-from jaxrl_async.schedule import chunk_plan
-from jaxrl_async.sharding import Placement
-from jaxrl_async.training import train
+from jaxrl_async.trainer.build import build, initial_states
+from jaxrl_async.trainer.run import Run
+from jaxrl_async.trainer.schedule import chunk_plan
+from jaxrl_async.trainer.sharding import Placement
+from jaxrl_async.trainer.training import train
 from jaxrl_async.types import Algorithm
 from learning_checks import CARTPOLE_SEEDS, assert_cartpole_solved  # tests/learning_checks.py
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from jaxrl_async.bench.cases import CASES
-from jaxrl_async.bench.suite import main
+from jaxrl_async.cli.bench.cases import CASES
+from jaxrl_async.cli.bench.suite import main
 
 
 @pytest.fixture(scope="module")

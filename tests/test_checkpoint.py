@@ -1,4 +1,4 @@
-"""Tests for jaxrl_async.checkpoint: bit-exact round trips, atomic writes, clear errors.
+"""Tests for jaxrl_async.trainer.checkpoint: bit-exact round trips, atomic writes, clear errors.
 
 A checkpoint must give back every bit of the training state it was given (floats
 with NaN payloads and -0.0, bools, ints, PRNG keys), must never run code on load,
@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from crash_checks import kill_at_the_rename  # tests/crash_checks.py
-from jaxrl_async import checkpoint as ckpt
-from jaxrl_async.components import build, initial_states
+from jaxrl_async.trainer import checkpoint as ckpt
+from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
-from jaxrl_async.metrics import to_jsonable
+from jaxrl_async.trainer.metrics import to_jsonable
 
 # one discrete env, one with bool image observations and int env states, one continuous
 ENV_IDS = ("CartPole-v1", "Breakout-MinAtar", "Pendulum-v1")

@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 
 from crash_checks import kill_at_the_rename  # tests/crash_checks.py
-from jaxrl_async import checkpoint as ckpt
-from jaxrl_async.cli import main
-from jaxrl_async.components import build, initial_states
-from jaxrl_async.run_dir import read_json
-from jaxrl_async.training import train
+from jaxrl_async.trainer import checkpoint as ckpt
+from jaxrl_async.cli.main import main
+from jaxrl_async.trainer.build import build, initial_states
+from jaxrl_async.trainer.run_dir import read_json
+from jaxrl_async.trainer.training import train
 
 WRITE_DELAY_S = 0.3  # a slowed write: long beside a tiny run's sync-to-sync time
 # every run here: 16 updates of tiny_config's 4 envs x 8 steps, a sync every 2, evaluation and

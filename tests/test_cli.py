@@ -1,4 +1,4 @@
-"""Tests for jaxrl_async.cli: exit codes and one-line errors that name the problem."""
+"""Tests for jaxrl_async.cli.main: exit codes and one-line errors that name the problem."""
 
 import json
 import os
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jaxrl_async.cli import main
+from jaxrl_async.cli.main import main
 
 
 def _error_line(capsys):
@@ -73,7 +73,7 @@ HEAVY = {"jax", "jaxlib", "gymnax", "flax", "optax", "chex", "numpy"}
 
 def test_importing_the_cli_imports_no_jax():
     # the `jaxrl-async` command imports this module first: JAX's import alone takes about a second
-    assert _modules_imported_by("import jaxrl_async.cli") & (HEAVY | {"tyro"}) == set()
+    assert _modules_imported_by("import jaxrl_async.cli.main") & (HEAVY | {"tyro"}) == set()
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["envs"], ["train", "--help"],
@@ -82,7 +82,7 @@ def test_importing_the_cli_imports_no_jax():
                          ids=["help", "envs", "train-help", "preset-help", "bad-preset", "bad-flag", "eval-help"])
 def test_commands_that_ask_nothing_of_jax_do_not_import_it(argv):
     # as the `jaxrl-async` command runs them (cpu_runtime=True), output silenced
-    code = ("import contextlib, io\nfrom jaxrl_async.cli import main\n"
+    code = ("import contextlib, io\nfrom jaxrl_async.cli.main import main\n"
             "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
             f"    main({argv!r}, cpu_runtime=True)")
     assert _modules_imported_by(code) & HEAVY == set()

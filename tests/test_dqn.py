@@ -13,10 +13,10 @@ import pytest
 
 from cli_checks import assert_train_refuses  # tests/cli_checks.py
 from jaxrl_async.algorithms.dqn import epsilon_schedule, q_learning_loss
-from jaxrl_async.components import build
+from jaxrl_async.trainer.build import build
 from jaxrl_async.config import DQNConfig, TrainConfig
-from jaxrl_async.distributions import EpsilonGreedy
-from jaxrl_async.training import train
+from jaxrl_async.core.distributions import EpsilonGreedy
+from jaxrl_async.trainer.training import train
 from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved, assert_every_seed_close,
                              values)
 
@@ -154,7 +154,7 @@ def test_resume_with_the_buffer_is_bit_identical(tiny_config, straight_run):
 
 
 def test_resume_without_the_buffer_refills_and_says_so(tiny_config, straight_run, capsys):
-    from jaxrl_async import checkpoint as ckpt
+    from jaxrl_async.trainer import checkpoint as ckpt
 
     cfg = small_cartpole(tiny_config)  # checkpoint_replay off (the default)
     train(cfg, console=False, stop_after_updates=20)
@@ -170,7 +170,7 @@ def test_resume_without_the_buffer_refills_and_says_so(tiny_config, straight_run
 
 
 def test_eval_command_reads_a_checkpoint_without_the_buffer(tiny_config):
-    from jaxrl_async.evaluate_run import evaluate_run
+    from jaxrl_async.trainer.evaluate_run import evaluate_run
 
     cfg = small_cartpole(tiny_config)
     train(cfg, console=False)

@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("envpool")
 
-from jaxrl_async.cli import main  # noqa: E402
+from jaxrl_async.cli.main import main  # noqa: E402
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig  # noqa: E402
-from jaxrl_async.envs.host import make_host_env  # noqa: E402
-from jaxrl_async.training import train  # noqa: E402
+from jaxrl_async.envs.host.gymnasium import make_host_env  # noqa: E402
+from jaxrl_async.trainer.training import train  # noqa: E402
 
 CARTPOLE = "envpool:CartPole-v1"
 THETA_LIMIT, X_LIMIT = 12 * 2 * np.pi / 360, 2.4

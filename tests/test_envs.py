@@ -21,7 +21,7 @@ from jaxrl_async.envs import (
     registered_env_ids,
 )
 from jaxrl_async.envs import registry
-from jaxrl_async.spaces import MultiDiscrete, map_shapes, observation_shapes
+from jaxrl_async.envs.spaces import MultiDiscrete, map_shapes, observation_shapes
 
 NUM_ENVS = 3
 

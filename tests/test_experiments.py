@@ -49,7 +49,7 @@ def test_script_smoke(script, tmp_path, capsys):
     ("sac_pendulum", "Pendulum-v1", None), ("ppo_breakout_minatar", "Breakout-MinAtar", None),
     ("recurrent_pomdp", "StatelessCartPole-v1", None)])
 def test_scripts_run_the_presets(script, env, algo):
-    from jaxrl_async.presets import config_for
+    from jaxrl_async.trainer.presets import config_for
 
     config = importlib.import_module(f"experiments.{script}").CONFIG
     # the presets table in experiments/README.md is these scripts' output
@@ -84,7 +84,7 @@ def test_dqn_cartpole_compare_per_smoke(tmp_path, capsys):
     results = dqn_cartpole.main(["--compare-per", "--rounds", "1", "--total-timesteps", str(2 * batch),
                                  "--num-seeds", "2", "--run-dir", str(tmp_path)])
     assert list(results) == ["uniform-1", "per-1"]
-    from jaxrl_async.run_dir import load_config
+    from jaxrl_async.trainer.run_dir import load_config
 
     uniform, per = (load_config(str(tmp_path / label)) for label in results)
     assert (uniform.dqn.priority_exponent, per.dqn.priority_exponent) == (0.0, 0.6)
@@ -149,7 +149,7 @@ def test_breakout_gap_smoke(tmp_path, capsys):
 
 def test_breakout_gap_preset_variants_change_the_preset():
     from experiments import breakout_gap
-    from jaxrl_async.presets import config_for
+    from jaxrl_async.trainer.presets import config_for
 
     preset, base = config_for("Breakout-MinAtar"), breakout_gap.VARIANTS["pjrl-8epochs-256envs"]
     # the variant named for the preset is it (the study evaluates both ways and sets its own budget)

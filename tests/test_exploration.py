@@ -13,14 +13,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async.components import build, initial_states
+from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.config import NetworkConfig, TrainConfig
 from jaxrl_async.envs import make_env
-from jaxrl_async.exploration import next_noise
-from jaxrl_async.networks import make_policy
-from jaxrl_async.rollout import make_rollout
-from jaxrl_async.sac_policy import make_sac_policy
-from jaxrl_async.training import train
+from jaxrl_async.core.exploration import next_noise
+from jaxrl_async.nets.actor_critic import make_policy
+from jaxrl_async.rollout.device import make_rollout
+from jaxrl_async.nets.sac import make_sac_policy
+from jaxrl_async.trainer.training import train
 
 SMALL_NET = NetworkConfig(hidden_sizes=(16,))
 

@@ -10,13 +10,13 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_async import checkpoint as ckpt
-from jaxrl_async.advantages import gae_inputs
-from jaxrl_async.cli import main
-from jaxrl_async.components import build, initial_states
+from jaxrl_async.trainer import checkpoint as ckpt
+from jaxrl_async.core.advantages import gae_inputs
+from jaxrl_async.cli.main import main
+from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.envs.host import make_host_env
-from jaxrl_async.training import train
+from jaxrl_async.envs.host.gymnasium import make_host_env
+from jaxrl_async.trainer.training import train
 from host_envs_helpers import NESTED_ID, SCRIPTED_ID, TEXT_ID, register  # tests/host_envs_helpers.py
 
 register()

@@ -24,14 +24,14 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_async import checkpoint as ckpt
-from jaxrl_async.cli import main
+from jaxrl_async.trainer import checkpoint as ckpt
+from jaxrl_async.cli.main import main
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
-from jaxrl_async.evaluate_run import evaluate_run
-from jaxrl_async.run import TrainingDiverged
-from jaxrl_async.run_dir import load_config
-from jaxrl_async.schedule import intervals, sync_points
-from jaxrl_async.training import train
+from jaxrl_async.trainer.evaluate_run import evaluate_run
+from jaxrl_async.trainer.run import TrainingDiverged
+from jaxrl_async.trainer.run_dir import load_config
+from jaxrl_async.trainer.schedule import intervals, sync_points
+from jaxrl_async.trainer.training import train
 
 NUM_UPDATES = 40
 STOP_AT = 20
@@ -427,8 +427,8 @@ def test_divergence_through_the_cli_exits_1_with_one_line(runs, tmp_path, capsys
 
 
 def test_resume_applies_new_learner_hyperparameters(runs):
-    from jaxrl_async.components import build, initial_states
-    from jaxrl_async.training import load_resume
+    from jaxrl_async.trainer.build import build, initial_states
+    from jaxrl_async.trainer.training import load_resume
 
     cfg = small_config(runs("fused").stopped_dir, learner=dict(learning_rate=1e30, ent_coef=0.5))
     c = build(cfg)
@@ -591,7 +591,7 @@ def test_debug_shows_the_traceback(damaged_run, capsys):
     assert main(["train", "--resume", damaged_run, "--debug"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("Traceback (most recent call last):"), err
-    assert "jaxrl_async.checkpoint.CheckpointError: checkpoint" in err
+    assert "jaxrl_async.trainer.checkpoint.CheckpointError: checkpoint" in err
     assert err.strip().splitlines()[-1].startswith("jaxrl-async train: error: checkpoint ")
     assert HINT not in err
 
@@ -602,9 +602,9 @@ def test_debug_shows_the_traceback(damaged_run, capsys):
 _MEMORY_SCRIPT = textwrap.dedent("""
     import json, sys
     import psutil
-    from jaxrl_async import metrics
+    from jaxrl_async.trainer import metrics
     from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
-    from jaxrl_async.training import train
+    from jaxrl_async.trainer.training import train
 
     # observe the resident set at every host sync, right after its metrics line is written
     rss = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from jaxrl_async.cli import main
+from jaxrl_async.cli.main import main
 
 
 def test_halfcheetah_trains_and_evaluates_as_a_host_env(tmp_path):

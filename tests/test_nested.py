@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from gymnax.environments import spaces
 
-from jaxrl_async import checkpoint
-from jaxrl_async.components import build, initial_states, iteration
+from jaxrl_async.trainer import checkpoint
+from jaxrl_async.trainer.build import build, initial_states, iteration
 from jaxrl_async.config import NetworkConfig
-from jaxrl_async.distributions import MultiCategorical
+from jaxrl_async.core.distributions import MultiCategorical
 from jaxrl_async.envs import RunningMeanStd, make_env
-from jaxrl_async.networks import make_policy
-from jaxrl_async.spaces import MultiDiscrete, from_gymnasium, observation_shapes
-from jaxrl_async.training import train
+from jaxrl_async.nets.actor_critic import make_policy
+from jaxrl_async.envs.spaces import MultiDiscrete, from_gymnasium, observation_shapes
+from jaxrl_async.trainer.training import train
 from learning_checks import PROBE_SEEDS, learn_probe
 
 NVEC = (2, 3, 4)

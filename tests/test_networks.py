@@ -1,4 +1,4 @@
-"""Tests for jaxrl_async.distributions and jaxrl_async.networks.
+"""Tests for jaxrl_async.core.distributions and jaxrl_async.nets.actor_critic.
 
 Log-probabilities and entropies are checked against closed forms written out
 with `math` on small hand-picked arrays, not against the same jax.nn helpers.
@@ -13,9 +13,9 @@ import pytest
 from gymnax.environments import spaces
 
 from jaxrl_async.config import NetworkConfig
-from jaxrl_async.distributions import Categorical, DiagGaussian, EpsilonGreedy, MultiCategorical
-from jaxrl_async.networks import make_policy, reset_carry
-from jaxrl_async.sac_policy import SquashedGaussian
+from jaxrl_async.core.distributions import Categorical, DiagGaussian, EpsilonGreedy, MultiCategorical
+from jaxrl_async.nets.actor_critic import make_policy, reset_carry
+from jaxrl_async.nets.sac import SquashedGaussian
 
 # ----------------------------------------------------------------- Categorical
 

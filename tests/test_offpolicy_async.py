@@ -14,14 +14,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async import run_dir as run_dir_lib
+from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.algorithms.dqn import epsilon_schedule
-from jaxrl_async.async_train import behaviour_hook, compile_learner
-from jaxrl_async.components import build, initial_states
+from jaxrl_async.trainer.asynchronous.loop import behaviour_hook, compile_learner
+from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.config import DQNConfig, TrainConfig
-from jaxrl_async.pipeline import Lag, ParamStore
-from jaxrl_async.sharding import Placement
-from jaxrl_async.training import train
+from jaxrl_async.trainer.asynchronous.pipeline import Lag, ParamStore
+from jaxrl_async.trainer.sharding import Placement
+from jaxrl_async.trainer.training import train
 from cli_checks import assert_train_refuses  # tests/cli_checks.py
 
 NUM_UPDATES = 40

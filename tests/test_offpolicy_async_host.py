@@ -11,12 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async import replay
-from jaxrl_async.async_train import behaviour_hook
-from jaxrl_async.components import build, initial_states
+from jaxrl_async.algorithms.replay import buffer as replay
+from jaxrl_async.trainer.asynchronous.loop import behaviour_hook
+from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.config import DQNConfig, SACConfig
-from jaxrl_async.host_rollout import env_seeds
-from jaxrl_async.training import train
+from jaxrl_async.rollout.host import env_seeds
+from jaxrl_async.trainer.training import train
 from host_envs_helpers import SCRIPTED_ID, register  # tests/host_envs_helpers.py
 
 register()

@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async.components import build
+from jaxrl_async.trainer.build import build
 from jaxrl_async.config import DQNConfig, TrainConfig
-from jaxrl_async.training import train
+from jaxrl_async.trainer.training import train
 from learning_checks import PROBE_SEEDS, assert_every_seed_close, values
 from cli_checks import assert_train_refuses  # tests/cli_checks.py
 

@@ -1,4 +1,4 @@
-"""Tests for jaxrl_async.pipeline: versioned params hand-off and the rollout thread.
+"""Tests for jaxrl_async.trainer.asynchronous.pipeline: versioned params hand-off and the rollout thread.
 
 The pipeline knows nothing about RL, so the real component here is a tiny jitted
 `collect(params, state) -> (state, trajectory)` on integer arrays: the state is a
@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async.pipeline import ParamStore, PipelineClosed, RolloutWorker
+from jaxrl_async.trainer.asynchronous.pipeline import ParamStore, PipelineClosed, RolloutWorker
 
 WIDTH = 3  # params["w"], the counter and the trajectory are all [WIDTH] int32
 THREAD_NAME = "rollout-worker"

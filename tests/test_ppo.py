@@ -1,4 +1,4 @@
-"""Tests for jaxrl_async.losses (hand-computed arrays) and the PPO update."""
+"""Tests for jaxrl_async.core.losses (hand-computed arrays) and the PPO update."""
 
 import functools
 import math
@@ -10,12 +10,12 @@ import numpy as np
 import optax
 import pytest
 
-from jaxrl_async import losses
+from jaxrl_async.core import losses
 from jaxrl_async.algorithms.ppo import make_ppo
 from jaxrl_async.config import LearnerConfig, NetworkConfig
 from jaxrl_async.envs import make_env
-from jaxrl_async.networks import make_policy
-from jaxrl_async.rollout import make_rollout
+from jaxrl_async.nets.actor_critic import make_policy
+from jaxrl_async.rollout.device import make_rollout
 
 # losses and steps against references computed here: full float32 matmuls on any backend (conftest.py)
 pytestmark = pytest.mark.float32_matmuls

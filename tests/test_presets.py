@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from jaxrl_async import presets
-from jaxrl_async.cli import main, parse_train
+from jaxrl_async.trainer import presets
+from jaxrl_async.cli.main import main, parse_train
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.env_ids import BUILTIN_ENV_IDS
+from jaxrl_async.envs.ids import BUILTIN_ENV_IDS
 from jaxrl_async.envs import builtin_env_ids, make_env
 
 

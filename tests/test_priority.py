@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async import priority, replay
+from jaxrl_async.algorithms.replay import priority
+from jaxrl_async.algorithms.replay import buffer as replay
 
 GAMMA = 0.9
 ALPHA, EPSILON = 0.5, 0.01

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from jaxrl_async import TrainConfig, train
-from jaxrl_async.advantages import gae_inputs, vtrace
+from jaxrl_async.core.advantages import gae_inputs, vtrace
 from jaxrl_async.algorithms import make_impala
-from jaxrl_async.algorithms.common import replay, replay_batch
-from jaxrl_async.components import build, init_state
+from jaxrl_async.algorithms.sgd import replay, replay_batch
+from jaxrl_async.trainer.build import build, init_state
 from jaxrl_async.config import LearnerConfig, NetworkConfig
-from jaxrl_async.networks import reset_carry
+from jaxrl_async.nets.actor_critic import reset_carry
 
 # the replayed and the acted carries are compared: full float32 matmuls on any backend (conftest.py)
 pytestmark = pytest.mark.float32_matmuls

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async import replay
+from jaxrl_async.algorithms.replay import buffer as replay
 
 GAMMA = 0.9
 

@@ -1,4 +1,4 @@
-"""Tests for jaxrl_async.rollout: the jitted scan against a plain Python loop.
+"""Tests for jaxrl_async.rollout.device: the jitted scan against a plain Python loop.
 
 The reference steps each env on its own (no vmap), keeps observation statistics
 as a NumPy mean/var over every raw observation seen, and computes GAE with a
@@ -11,12 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async.bootstrap import bootstrap_values
+from jaxrl_async.core.bootstrap import bootstrap_values
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.wrappers import Wrapper, max_truncations
-from jaxrl_async.networks import make_policy, reset_carry
-from jaxrl_async.rollout import make_rollout
+from jaxrl_async.nets.actor_critic import make_policy, reset_carry
+from jaxrl_async.rollout.device import make_rollout
 
 # the jitted scan against a step-by-step loop: full float32 matmuls on any backend (conftest.py)
 pytestmark = pytest.mark.float32_matmuls

@@ -12,13 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async import replay
+from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.algorithms.sac import (actor_loss, critic_loss, critic_loss_on_batch, critic_target,
                                         temperature_loss)
-from jaxrl_async.components import build
+from jaxrl_async.trainer.build import build
 from jaxrl_async.config import DQNConfig, SACConfig, TrainConfig
-from jaxrl_async.sac_policy import SACNets, SquashedGaussian
-from jaxrl_async.training import train
+from jaxrl_async.nets.sac import SACNets, SquashedGaussian
+from jaxrl_async.trainer.training import train
 from learning_checks import PROBE_SEEDS
 from cli_checks import assert_train_refuses  # tests/cli_checks.py
 
@@ -205,7 +205,7 @@ def test_bad_sac_input_exits_2_naming_the_field(flags, must_mention, capsys, tmp
 
 
 def test_algo_sac_starts_from_its_preset():
-    from jaxrl_async.cli import parse_train
+    from jaxrl_async.cli.main import parse_train
 
     cfg = parse_train(["--env", "Probe-ContinuousAction", "--algo", "sac", "--replay-ratio", "2"]).config
     assert cfg.preset == "sac" and cfg.network.hidden_sizes == (64, 64) and cfg.dqn.replay_batch_size == 256

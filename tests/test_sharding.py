@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from jaxrl_async import TrainConfig, train
-from jaxrl_async.sharding import choose_layout
+from jaxrl_async.trainer.sharding import choose_layout
 
 
 @pytest.mark.parametrize("seeds, envs, devices, expected", [
@@ -89,7 +89,7 @@ def test_too_many_devices_in_the_two_device_process(two_device_results):
 def test_exposing_cores_after_jax_started_warns_instead_of_failing(monkeypatch):
     import jax
 
-    from jaxrl_async import runtime
+    from jaxrl_async.trainer import runtime
 
     devices = len(jax.devices("cpu"))  # the backends are running (conftest, then this call)
     monkeypatch.setattr(runtime.os, "cpu_count", lambda: devices + 1)

@@ -1,6 +1,6 @@
 """Speed settings change how programs are laid out, never what they compute.
 
-- `speed.resolve`: 'auto' takes the backend's default, an explicit value stays, the matrix
+- `config.resolve_speed`: 'auto' takes the backend's default, an explicit value stays, the matrix
   GAE gives way to the scan past its memory bound.
 - The matrix form of the reverse recursion equals the scan (also from a non-zero initial
   value, across zero decays, on long fragments).
@@ -17,13 +17,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async import advantages as adv
-from jaxrl_async import speed
-from jaxrl_async.bench.hlo_ops import count_ops
-from jaxrl_async.components import build, initial_states, run_iterations
+from jaxrl_async.core import advantages as adv
+from jaxrl_async import config as speed
+from jaxrl_async.cli.bench.hlo_ops import count_ops
+from jaxrl_async.trainer.build import build, initial_states, run_iterations
 from jaxrl_async.config import LearnerConfig, TrainConfig
-from jaxrl_async.evaluate import make_evaluator
-from jaxrl_async.networks import with_matmul_precision
+from jaxrl_async.rollout.evaluate import make_evaluator
+from jaxrl_async.nets.actor_critic import with_matmul_precision
 
 pytestmark = pytest.mark.float32_matmuls
 
@@ -33,26 +33,26 @@ CPU = speed.BACKEND_DEFAULTS["cpu"].as_dict()
 
 def test_auto_takes_the_backends_defaults():
     cfg = TrainConfig()
-    assert speed.resolve(cfg, "cpu") == speed.BACKEND_DEFAULTS["cpu"]
-    assert speed.resolve(cfg, "gpu") == speed.BACKEND_DEFAULTS["gpu"]
-    assert speed.resolve(cfg, "tpu") == speed.BACKEND_DEFAULTS["gpu"]  # launch-bound like the GPU
+    assert speed.resolve_speed(cfg, "cpu") == speed.BACKEND_DEFAULTS["cpu"]
+    assert speed.resolve_speed(cfg, "gpu") == speed.BACKEND_DEFAULTS["gpu"]
+    assert speed.resolve_speed(cfg, "tpu") == speed.BACKEND_DEFAULTS["gpu"]  # launch-bound like the GPU
     assert speed.BACKEND_DEFAULTS["cpu"] != speed.BACKEND_DEFAULTS["gpu"]
 
 
 def test_explicit_settings_stay():
     cfg = TrainConfig(scan_unroll=2, gae_scan="sequential", update_unroll=3, eval_unroll=5)
     for backend in ("cpu", "gpu"):
-        assert speed.resolve(cfg, backend).as_dict() == dict(scan_unroll=2, gae_scan="sequential",
+        assert speed.resolve_speed(cfg, backend).as_dict() == dict(scan_unroll=2, gae_scan="sequential",
                                                             update_unroll=3, eval_unroll=5)
 
 
 def test_matrix_gae_gives_way_to_the_scan_past_its_memory_bound():
     small = TrainConfig(num_envs=4, num_steps=128)
-    assert speed.resolve(small, "gpu").gae_scan == "matrix"
+    assert speed.resolve_speed(small, "gpu").gae_scan == "matrix"
     # 64 x 1024^2 floats per seed is 256 MiB: the scan
     large = TrainConfig(num_envs=64, num_steps=1024, total_timesteps=64 * 1024)
-    assert speed.resolve(large, "gpu").gae_scan == "sequential"
-    assert speed.resolve(dataclasses.replace(large, gae_scan="matrix"), "gpu").gae_scan == "matrix"
+    assert speed.resolve_speed(large, "gpu").gae_scan == "sequential"
+    assert speed.resolve_speed(dataclasses.replace(large, gae_scan="matrix"), "gpu").gae_scan == "matrix"
 
 
 @pytest.mark.parametrize("field,value", [("scan_unroll", 0), ("update_unroll", -1), ("eval_unroll", "fast"),

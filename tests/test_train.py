@@ -1,4 +1,4 @@
-"""Tests for jaxrl_async.training: the run directory contract, determinism, chunking."""
+"""Tests for jaxrl_async.trainer.training: the run directory contract, determinism, chunking."""
 
 import dataclasses
 import functools
@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jaxrl_async import run_dir as run_dir_lib
+from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.algorithms import sweep_hparams
-from jaxrl_async.components import warm_up
+from jaxrl_async.trainer.build import warm_up
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.components import build, init_state, over_seeds, run_iterations
-from jaxrl_async.run import check_finite
-from jaxrl_async.schedule import chunk_plan
-from jaxrl_async.training import train
+from jaxrl_async.trainer.build import build, init_state, over_seeds, run_iterations
+from jaxrl_async.trainer.run import check_finite
+from jaxrl_async.trainer.schedule import chunk_plan
+from jaxrl_async.trainer.training import train
 
 NUM_UPDATES = 30  # enough that 'auto' chunks by 2, not 1
 HIGH_LR = 4e-3  # a learning rate the sweep test runs beside the config's

@@ -6,14 +6,14 @@ from typing import Callable
 
 from jaxrl_async.algorithms.a2c import make_a2c
 from jaxrl_async.algorithms.dqn import make_dqn
-from jaxrl_async.algorithms.common import LearnerHyperparams, make_learner, sweep_hparams
+from jaxrl_async.algorithms.sgd import LearnerHyperparams, make_learner, sweep_hparams
 from jaxrl_async.algorithms.impala import make_impala
 from jaxrl_async.algorithms.ppo import PPOHyperparams, make_ppo
 from jaxrl_async.algorithms.reinforce import make_reinforce
 from jaxrl_async.algorithms.sac import make_sac
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.networks import Policy
-from jaxrl_async.sac_policy import SACNets
+from jaxrl_async.nets.actor_critic import Policy
+from jaxrl_async.nets.sac import SACNets
 from jaxrl_async.types import Algorithm
 
 ALGORITHMS = ("ppo", "a2c", "reinforce", "impala", "dqn", "sac")

@@ -30,10 +30,11 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_async import priority, replay
-from jaxrl_async.algorithms.common import LearnerHyperparams, annealed_learning_rate
-from jaxrl_async.networks import Policy
-from jaxrl_async.optimizer import make_optimizer, sgd_step
+from jaxrl_async.algorithms.replay import priority
+from jaxrl_async.algorithms.replay import buffer as replay
+from jaxrl_async.algorithms.sgd import LearnerHyperparams, annealed_learning_rate
+from jaxrl_async.nets.actor_critic import Policy
+from jaxrl_async.core.optimizer import make_optimizer, sgd_step
 from jaxrl_async.types import Algorithm, Trajectory
 
 

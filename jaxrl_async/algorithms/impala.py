@@ -21,10 +21,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async import losses
-from jaxrl_async.advantages import gae_inputs, vtrace
-from jaxrl_async.algorithms.common import make_learner, replay, replay_batch
-from jaxrl_async.networks import Policy
+from jaxrl_async.core import losses
+from jaxrl_async.core.advantages import gae_inputs, vtrace
+from jaxrl_async.algorithms.sgd import make_learner, replay, replay_batch
+from jaxrl_async.nets.actor_critic import Policy
 from jaxrl_async.types import Algorithm, Trajectory
 
 _FIELDS = ("obs", "next_obs", "action", "log_prob", "reward", "terminated", "truncated")

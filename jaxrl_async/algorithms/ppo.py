@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from jaxrl_async import losses
-from jaxrl_async.algorithms.common import LearnerHyperparams, make_learner, replay, replay_batch
+from jaxrl_async.core import losses
+from jaxrl_async.algorithms.sgd import LearnerHyperparams, make_learner, replay, replay_batch
 from jaxrl_async.config import check_minibatches
-from jaxrl_async.networks import Policy
+from jaxrl_async.nets.actor_critic import Policy
 from jaxrl_async.types import Algorithm, Trajectory
 
 PPOHyperparams = LearnerHyperparams  # the name sweeps of PPO use

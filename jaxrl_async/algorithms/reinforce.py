@@ -14,11 +14,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async import losses
-from jaxrl_async.advantages import batched_lambda_returns, gae_inputs
+from jaxrl_async.core import losses
+from jaxrl_async.core.advantages import batched_lambda_returns, gae_inputs
 from jaxrl_async.algorithms.a2c import policy_gradient_terms
-from jaxrl_async.algorithms.common import make_learner, replay_batch
-from jaxrl_async.networks import Policy
+from jaxrl_async.algorithms.sgd import make_learner, replay_batch
+from jaxrl_async.nets.actor_critic import Policy
 from jaxrl_async.types import Algorithm, Trajectory
 
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl_async.spaces import map_shapes
+from jaxrl_async.envs.spaces import map_shapes
 
 
 class _Merged:

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
-from jaxrl_async.spaces import MultiDiscrete
+from jaxrl_async.envs.spaces import MultiDiscrete
 
 
 @struct.dataclass

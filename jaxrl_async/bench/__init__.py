@@ -1,1 +1,0 @@
-"""The benchmark suite behind `python -m benchmarks` and `jaxrl-async bench`."""

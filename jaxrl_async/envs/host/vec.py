@@ -1,0 +1,141 @@
+"""What every host env backend shares: one batched step (`HostStep`), the vector env's base
+(`HostVecEnv`), and a checked env id with its spaces (`HostEnvSpec`).
+
+**Autoreset (SAME_STEP).** The step that ends an episode returns the reset observation as `obs`
+and the observation it reached as `final_obs` (the truncation bootstrap's input; equal to `obs`
+wherever the episode went on), so every recorded step is a real transition and the next step acts
+on the reset observation. gymnasium 1.x and EnvPool both default to NEXT_STEP autoreset instead
+(the step *after* an episode ends ignores its action and returns a dummy transition, reward 0, not
+done); each backend turns that into SAME_STEP (`host.py`, `envpool_host.py`).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+from gymnax.environments import spaces
+
+from jaxrl_async.envs.spaces import as_observation, from_gymnasium, is_shape, map_shapes, observation_shapes
+
+
+def to_gymnax_space(space: Any, what: str) -> Any:
+    """A gymnasium space as ours (`spaces.from_gymnasium`); ValueError naming `what` for the others."""
+    try:
+        return from_gymnasium(space)
+    except ValueError as error:
+        raise ValueError(f"{what} space: {error}") from None
+
+
+def set_row(obs_shape: Any, batch: Any, i: Any, row: Any) -> None:
+    """`batch[i] = row` in place, leaf by leaf: a batched observation pytree and one of its rows
+    (or, with `i` an index array, as many rows)."""
+
+    if is_shape(obs_shape):  # a plain array: no tree walk (it is called every step, ~12 us a walk)
+        batch[i] = row
+        return
+
+    def put(_, leaf: np.ndarray, value: Any) -> None:
+        leaf[i] = value
+
+    map_shapes(put, obs_shape, batch, row)
+
+
+@dataclasses.dataclass(frozen=True)
+class HostStep:
+    """One vector step, `[B, ...]` NumPy arrays.
+
+    Attributes:
+      obs: the observation to act on next (the reset one where an episode ended); a pytree of
+        `[B, ...]` arrays for a Dict / Tuple observation space.
+      final_obs: the observation the step reached, before any reset (= obs where the episode went on).
+      reward: float32 reward.
+      terminated, truncated: bool, kept apart (a truncation bootstraps from V(final_obs)).
+      episode_return, episode_length: the ended episode's return / length (valid where episode_done).
+      episode_done: bool, an episode ended at this step.
+    """
+
+    obs: Any
+    final_obs: Any
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    episode_return: np.ndarray
+    episode_length: np.ndarray
+    episode_done: np.ndarray
+
+
+class HostVecEnv(abc.ABC):
+    """`num_envs` host envs stepped as one batch, with episode statistics.
+
+    The base keeps what every backend shares (action clipping, float32 observations in the
+    space's structure, episode returns and lengths); a backend (`host.GymnasiumVecEnv`,
+    `envpool_host.EnvPoolVecEnv`) gives `_reset(seeds)`, `_step(actions) -> (obs, final_obs,
+    reward, terminated, truncated)` with SAME_STEP semantics (module docstring) and `close()`.
+    """
+
+    def __init__(self, num_envs: int, observation_space: Any, action_space: Any):
+        self._obs_shape = observation_shapes(observation_space)
+        self.num_envs = num_envs
+        self._box = isinstance(action_space, spaces.Box)
+        self._low, self._high = (np.asarray(action_space.low), np.asarray(action_space.high)) if self._box else (0, 0)
+        self._returns = np.zeros(self.num_envs, np.float64)
+        self._lengths = np.zeros(self.num_envs, np.int32)
+
+    def _observation(self, obs: Any) -> Any:
+        """float32 arrays in the observation space's structure (gymnasium batches a Dict / Tuple
+        observation leaf by leaf)."""
+        return as_observation(self._obs_shape, obs, np)
+
+    def reset(self, seeds: list[int]) -> Any:
+        """Reset every env, env i seeded with `seeds[i]`; the observations, float32."""
+        obs = self._reset([int(s) for s in seeds])
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        return obs
+
+    def step(self, actions: np.ndarray) -> HostStep:
+        """Step with `actions` ([B] ints or [B, A] floats, clipped to a Box's bounds here)."""
+        actions = np.clip(actions, self._low, self._high) if self._box else np.asarray(actions)
+        obs, final_obs, reward, terminated, truncated = self._step(actions)
+        done = terminated | truncated
+        self._returns += reward
+        self._lengths += 1
+        step = HostStep(obs=obs, final_obs=final_obs, reward=reward, terminated=terminated, truncated=truncated,
+                        episode_return=self._returns.astype(np.float32), episode_length=self._lengths.copy(),
+                        episode_done=done)
+        self._returns[done] = 0.0
+        self._lengths[done] = 0
+        return step
+
+    @abc.abstractmethod
+    def _reset(self, seeds: list[int]) -> Any:
+        """Reset every env, env i seeded with `seeds[i]`; the observations, as `_observation` gives them."""
+
+    @abc.abstractmethod
+    def _step(self, actions: np.ndarray) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]:
+        """One SAME_STEP step: (obs, final_obs, reward float32, terminated, truncated)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the envs."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HostEnvSpec:
+    """A host env id, checked, with its spaces as gymnax spaces.
+
+    Attributes:
+      env_id: the full id (`gymnasium:CartPole-v1`).
+      observation_space, action_space: gymnax spaces.
+      max_episode_steps: the env's time limit (None: none registered).
+      make_vec: `make_vec(num_envs) -> HostVecEnv`.
+    """
+
+    env_id: str
+    observation_space: Any
+    action_space: Any
+    max_episode_steps: int | None
+    make_vec: Callable[[int], HostVecEnv]

@@ -1,0 +1,28 @@
+"""The built-in environment ids, as a static list: `jaxrl-async envs` lists them without
+importing gymnax (whose import takes seconds: it pulls in matplotlib and seaborn).
+
+`envs.registry.builtin_env_ids()` computes the same list from gymnax's live registry, the
+probes and the partially observable tasks; `tests/test_presets.py` keeps the two equal, so a
+new gymnax version or a new probe that changes the ids fails the test until this list follows.
+"""
+
+from __future__ import annotations
+
+BUILTIN_ENV_IDS: tuple[str, ...] = (
+    # gymnax classic control
+    "Acrobot-v1", "CartPole-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1",
+    # gymnax MinAtar
+    "Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar", "SpaceInvaders-MinAtar",
+    # gymnax bsuite (MNISTBandit-bsuite is refused: it downloads MNIST)
+    "Catch-bsuite", "DeepSea-bsuite", "DiscountingChain-bsuite", "MemoryChain-bsuite", "SimpleBandit-bsuite",
+    "UmbrellaChain-bsuite",
+    # gymnax misc
+    "BernoulliBandit-misc", "FourRooms-misc", "FrozenLake-misc", "GaussianBandit-misc", "MetaMaze-misc",
+    "PointRobot-misc", "Pong-misc", "Reacher-misc", "Swimmer-misc",
+    # probes (envs/probes.py)
+    "Probe-ActionReward", "Probe-ConstantReward", "Probe-ContinuousAction", "Probe-DictObs", "Probe-Memory",
+    "Probe-MultiDiscrete", "Probe-ObsActionReward", "Probe-ObsReward", "Probe-Truncation", "Probe-TupleObs",
+    "Probe-TwoStep",
+    # partially observable (envs/partially_observable.py)
+    "StatelessCartPole-v1", "StatelessPendulum-v1",
+)

@@ -1,0 +1,329 @@
+"""flax linen actor-critic: separate actor and critic towers, orthogonal init; optionally
+a recurrent core (GRU or LSTM).
+
+`make_policy(network_cfg, obs_shape, action_space)` returns a `Policy` of pure
+functions over a params pytree. Every policy, feedforward or recurrent, has the same
+interface around a recurrent state `carry` (the empty tuple for a feedforward policy,
+which costs nothing to pass around):
+
+- `initial_carry(batch_shape) -> carry`: the state at an episode's start, leaves `[*batch_shape, ...]`;
+- `step(params, obs, carry) -> (distribution, value, carry)`: one time step, as the
+  rollout and the evaluator act;
+- `value_step(params, obs, carry) -> value`: the critic alone at one step;
+- `unroll(params, obs [N, L, ...], carry, reset [N, L]) -> (distribution, value, carry_after)`:
+  N sequences of L steps from their initial carries (leaves `[N, ...]`), the carry reset
+  to its initial value wherever `reset` is true (an episode starts), as the learner
+  replays them; outputs are `[N, L]` like `reset`, and `carry_after` (leaves `[N, L, ...]`)
+  is the carry after each step, to value the step's next observation with `value_step`.
+  Sequences come first, as the learner shuffles them (a feedforward policy applies its
+  network to the array as laid out, and also takes single steps `[N, ...]`);
+- `replay_length`: how many consecutive steps the learner must replay from one stored
+  carry: 1 for a feedforward policy (every step stands alone), None for a recurrent one
+  (the whole fragment, from the carry stored at its start). See `algorithms.common.replay_batch`.
+
+`obs` is `[..., *obs_shape]` float32, or for a Dict / Tuple observation space a dict / tuple
+of such leaves (`obs_shape` is then a dict / tuple of shapes, and every leaf has its own
+encoder: `LeafEncoders`); values are `[...]`. Actions: Discrete, `spaces.MultiDiscrete`
+(independent categoricals, `MultiCategorical`) or a flat Box.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from gymnax.environments import spaces
+
+from jaxrl_async.config import NetworkConfig
+from jaxrl_async.core.distributions import Categorical, DiagGaussian, MultiCategorical
+from jaxrl_async.envs.spaces import (SUPPORTED_ACTIONS, MultiDiscrete, as_observation, is_nested, shape_leaves,
+                                zeros_observation)
+
+_ACTIVATIONS: dict[str, Callable] = {
+    "tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "swish": nn.swish, "elu": nn.elu,
+}
+
+
+def _dense(features: int, scale: float, name: str | None = None) -> nn.Dense:
+    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale),
+                    bias_init=nn.initializers.zeros, name=name)
+
+
+class MLPTorso(nn.Module):
+    hidden_sizes: Sequence[int]
+    activation: str
+
+    @nn.compact
+    def __call__(self, x):
+        for width in self.hidden_sizes:
+            x = _ACTIVATIONS[self.activation](_dense(width, np.sqrt(2.0))(x))
+        return x
+
+
+class CNNTorso(nn.Module):
+    """A small conv torso for 10x10xC MinAtar-style images, then the MLP."""
+
+    hidden_sizes: Sequence[int]
+    activation: str
+
+    @nn.compact
+    def __call__(self, x):
+        act = _ACTIVATIONS[self.activation]
+        x = act(nn.Conv(16, (3, 3), kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(x))
+        x = x.reshape(x.shape[:-3] + (-1,))
+        return MLPTorso(self.hidden_sizes, self.activation)(x)
+
+
+class LeafEncoders(nn.Module):
+    """One torso per observation leaf (the CNN for an image leaf, else the MLP), features joined.
+
+    `leaves` names each leaf's encoder and says whether it is an image: `((name, use_cnn), ...)`,
+    in the order of the observation list it is called with.
+    """
+
+    hidden_sizes: Sequence[int]
+    activation: str
+    leaves: tuple[tuple[str, bool], ...]
+
+    @nn.compact
+    def __call__(self, obs_leaves):
+        features = [(CNNTorso if use_cnn else MLPTorso)(self.hidden_sizes, self.activation, name=name)(x)
+                    for (name, use_cnn), x in zip(self.leaves, obs_leaves)]
+        return jnp.concatenate(features, axis=-1)
+
+
+def _torso(hidden_sizes, activation, use_cnn, leaves, name):
+    """The encoder: one torso for a plain observation, `LeafEncoders` for a nested one."""
+    if leaves is not None:
+        return LeafEncoders(hidden_sizes, activation, leaves, name=name)
+    return (CNNTorso if use_cnn else MLPTorso)(hidden_sizes, activation, name=name)
+
+
+def _head(module: nn.Module, out):
+    """The action distribution from the actor head's output."""
+    if module.nvec is not None:
+        return MultiCategorical(logits=out, nvec=module.nvec)
+    if module.discrete:
+        return Categorical(logits=out)
+    log_std = module.param("log_std", nn.initializers.zeros, (module.action_dim,))
+    return DiagGaussian(mean=out, log_std=jnp.broadcast_to(log_std, out.shape))
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic towers; the actor head is categorical, multi-categorical or
+    diagonal Gaussian.
+
+    (Stacking the two towers' weights to run each layer as one batched matmul was
+    measured slower on the CPU end to end, so each tower is its own MLP.)
+    """
+
+    hidden_sizes: Sequence[int]
+    activation: str
+    use_cnn: bool
+    discrete: bool
+    action_dim: int  # number of actions (discrete), sum(nvec) (multi-discrete) or action dimensions
+    nvec: tuple[int, ...] | None = None  # the sub-action sizes of a MultiDiscrete action
+    leaves: tuple[tuple[str, bool], ...] | None = None  # a nested observation's encoders (`LeafEncoders`)
+
+    @nn.compact
+    def __call__(self, obs):
+        torso = functools.partial(_torso, self.hidden_sizes, self.activation, self.use_cnn, self.leaves)
+        actor_features = torso("actor_torso")(obs)
+        critic_features = torso("critic_torso")(obs)
+        # small final-layer scales: a near-uniform initial policy, a near-zero initial value
+        out = _dense(self.action_dim, 0.01, name="actor_head")(actor_features)
+        value = _dense(1, 1.0, name="critic_head")(critic_features)[..., 0]
+        return _head(self, out), value
+
+
+class RecurrentActorCritic(nn.Module):
+    """Torso -> GRU/LSTM core -> actor and critic heads, one time step per call.
+
+    Actor and critic share the torso and the core (one memory, not two); the heads
+    are separate.
+    """
+
+    hidden_sizes: Sequence[int]
+    activation: str
+    use_cnn: bool
+    discrete: bool
+    action_dim: int
+    core: str  # "gru" | "lstm"
+    core_size: int
+    nvec: tuple[int, ...] | None = None
+    leaves: tuple[tuple[str, bool], ...] | None = None
+
+    @nn.compact
+    def __call__(self, obs, carry):
+        features = _torso(self.hidden_sizes, self.activation, self.use_cnn, self.leaves, "torso")(obs)
+        cell = nn.GRUCell(self.core_size, name="core") if self.core == "gru" else \
+            nn.OptimizedLSTMCell(self.core_size, name="core")
+        carry, features = cell(carry, features)
+        out = _dense(self.action_dim, 0.01, name="actor_head")(features)
+        value = _dense(1, 1.0, name="critic_head")(features)[..., 0]
+        return _head(self, out), value, carry
+
+
+class Policy(NamedTuple):
+    """Pure functions over the params pytree of an actor-critic (see the module docstring)."""
+
+    init: Callable[[jax.Array], Any]  # key -> params
+    initial_carry: Callable[[tuple[int, ...]], Any]  # batch_shape -> carry
+    step: Callable  # (params, obs, carry) -> (dist, value, carry)
+    value_step: Callable  # (params, obs, carry) -> value
+    unroll: Callable  # (params, obs [N, L, ...], carry [N], reset [N, L]) -> (dist, value, carry_after)
+    replay_length: int | None  # steps replayed from one stored carry; None: the whole fragment
+    obs_shape: Any  # a shape tuple, or a dict / tuple of them (`spaces.observation_shapes`)
+    discrete: bool  # a categorical or multi-categorical head
+    action_shape: tuple[int, ...]
+
+
+def reset_carry(policy: Policy, carry: Any, reset: jax.Array) -> Any:
+    """The carry with every env where `reset` is true set back to the initial state."""
+    initial = policy.initial_carry(reset.shape)
+    return jax.tree.map(lambda c0, c: jnp.where(reset.reshape(reset.shape + (1,) * (c.ndim - reset.ndim)), c0, c),
+                        initial, carry)
+
+
+def with_matmul_precision(policy: Policy, precision: str) -> Policy:
+    """The policy with its matmuls traced at `precision` ('float32', 'tensorfloat32', 'bfloat16';
+    'default' leaves JAX's setting). The setting is read when a function is traced, in whatever
+    thread traces it (the async actor's too), so it travels with the functions themselves."""
+    return policy._replace(**{name: at_matmul_precision(getattr(policy, name), precision)
+                              for name in ("init", "step", "value_step", "unroll")})
+
+
+def at_matmul_precision(fn: Callable, precision: str) -> Callable:
+    """`fn` with its matmuls traced at `precision` ('default': JAX's setting, `fn` itself)."""
+    if precision == "default":
+        return fn
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with jax.default_matmul_precision(precision):
+            return fn(*args, **kwargs)
+    return wrapped
+
+
+def _action_head(action_space) -> tuple[int, tuple[int, ...], tuple[int, ...] | None]:
+    """(head size, action shape, MultiDiscrete sizes or None) of a gymnax action space."""
+    if isinstance(action_space, spaces.Discrete):
+        return int(action_space.n), (), None
+    if isinstance(action_space, MultiDiscrete):
+        return sum(action_space.nvec), action_space.shape, action_space.nvec
+    if isinstance(action_space, spaces.Box):
+        action_shape = tuple(int(d) for d in action_space.shape) or (1,)
+        if len(action_shape) != 1:
+            raise ValueError(f"continuous action shape {action_shape} is not supported: "
+                             "the Gaussian head expects a flat action vector [D]")
+        return int(np.prod(action_shape)), action_shape, None
+    raise ValueError(f"action space {action_space!r} is not supported: use {SUPPORTED_ACTIONS}")
+
+
+def _leaf_name(path) -> str:
+    return "obs_" + "_".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
+
+
+def _nested_encoders(torso: str, obs_shape) -> tuple[tuple[str, bool], ...]:
+    """Each leaf's encoder name and kind: 'auto' gives image leaves `[H, W, C]` the CNN."""
+    leaves = shape_leaves(obs_shape)
+    images = [len(shape) == 3 for _, shape in leaves]
+    if torso == "cnn" and not all(images):
+        vectors = [jax.tree_util.keystr(p) for (p, _), image in zip(leaves, images) if not image]
+        raise ValueError(f"torso='cnn' needs every observation leaf to be an image [H, W, C], but {vectors} "
+                         "are not: use --network.torso auto (the CNN for image leaves, the MLP for the rest)")
+    return tuple((_leaf_name(p), image and torso != "mlp") for (p, _), image in zip(leaves, images))
+
+
+def make_policy(cfg: NetworkConfig, obs_shape, action_space) -> Policy:
+    """Build the actor-critic for an observation shape and a gymnax action space.
+
+    `obs_shape` is a shape tuple, or for a Dict / Tuple observation space a dict / tuple of
+    them (`spaces.observation_shapes`): then every leaf gets its own encoder (`LeafEncoders`),
+    their features joined before the heads (or the recurrent core).
+    """
+    action_dim, action_shape, nvec = _action_head(action_space)
+    discrete = nvec is not None or isinstance(action_space, spaces.Discrete)
+    leaves = None
+    if is_nested(obs_shape):
+        leaves = _nested_encoders(cfg.torso, obs_shape)
+        use_cnn = False
+        leaf_shapes = [shape for _, shape in shape_leaves(obs_shape)]
+
+        def prepare(obs):
+            # the leaves in the structure's order; an MLP leaf as flat features
+            leaf_obs = jax.tree.leaves(as_observation(obs_shape, obs))
+            return [x if cnn else x.reshape(x.shape[: x.ndim - len(shape)] + (-1,))
+                    for x, shape, (_, cnn) in zip(leaf_obs, leaf_shapes, leaves)]
+    else:
+        obs_shape = tuple(int(d) for d in obs_shape)
+        is_image = len(obs_shape) == 3
+        use_cnn = cfg.torso == "cnn" or (cfg.torso == "auto" and is_image)
+        if use_cnn and not is_image:
+            raise ValueError(f"torso='cnn' needs image observations [H, W, C], got shape {obs_shape}: "
+                             "use --torso mlp")
+
+        def prepare(obs):
+            # the MLP sees observations of any rank as flat feature vectors
+            if use_cnn or len(obs_shape) == 1:
+                return obs
+            return obs.reshape(obs.shape[: obs.ndim - len(obs_shape)] + (-1,))
+
+    shapes = dict(obs_shape=obs_shape, discrete=discrete, action_shape=action_shape)
+    heads = dict(nvec=nvec, leaves=leaves)
+    if cfg.core != "none":
+        return _recurrent_policy(cfg, prepare, use_cnn, action_dim, heads, **shapes)
+    module = ActorCritic(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, discrete, action_dim, **heads)
+
+    def init(key):
+        return module.init(key, prepare(zeros_observation(obs_shape, (1,))))
+
+    def step(params, obs, carry):
+        return (*module.apply(params, prepare(obs)), carry)
+
+    def value_step(params, obs, carry):
+        # the actor's tower and head are unused here, and XLA drops them
+        return module.apply(params, prepare(obs))[1]
+
+    def unroll(params, obs, carry, reset):
+        # no memory, so no resets: the network on every step at once, as laid out ([N, L] or [N])
+        return step(params, obs, carry)
+
+    return Policy(init, lambda batch_shape: (), step, value_step, unroll, replay_length=1, **shapes)
+
+
+def _recurrent_policy(cfg: NetworkConfig, prepare, use_cnn, action_dim, heads, **shapes) -> Policy:
+    obs_shape = shapes["obs_shape"]
+    module = RecurrentActorCritic(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, shapes["discrete"], action_dim,
+                                  cfg.core, cfg.core_size, **heads)
+
+    def initial_carry(batch_shape):
+        zeros = jnp.zeros(tuple(batch_shape) + (cfg.core_size,), jnp.float32)
+        return zeros if cfg.core == "gru" else (zeros, zeros)
+
+    def init(key):
+        return module.init(key, prepare(zeros_observation(obs_shape, (1,))), initial_carry((1,)))
+
+    def step(params, obs, carry):
+        return module.apply(params, prepare(obs), carry)
+
+    def value_step(params, obs, carry):
+        return step(params, obs, carry)[1]
+
+    def unroll(params, obs, carry, reset):
+        def body(carry, inputs):
+            obs_t, reset_t = inputs
+            dist, value, carry = step(params, obs_t, reset_carry(policy, carry, reset_t))
+            return carry, (dist, value, carry)
+
+        # the scan runs along time: [N, L] sequences in, [L, N] through the scan, [N, L] out
+        time_major = lambda x: jnp.swapaxes(x, 0, 1)
+        _, outputs = jax.lax.scan(body, carry, jax.tree.map(time_major, (obs, reset)))
+        return jax.tree.map(time_major, outputs)
+
+    policy = Policy(init, initial_carry, step, value_step, unroll, replay_length=None, **shapes)
+    return policy  # `unroll` resets the carry through it

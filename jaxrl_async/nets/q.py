@@ -1,0 +1,99 @@
+"""The Q-network as a `networks.Policy`: epsilon-greedy acting, greedy evaluation.
+
+`make_q_policy(network_cfg, obs_shape, action_space)` returns the same interface the
+actor-critic has, so the rollout, the evaluator and the checkpoints use it unchanged:
+
+- params are `QParams(network, epsilon)`: the behaviour policy is the Q-network *and* its
+  exploration rate, so the learner sets `epsilon` from its schedule and every reader of the
+  params (the rollout, a published copy) acts with the rate that belongs to them;
+- `step` returns `EpsilonGreedy(q, epsilon)` (its `mode()` is the greedy action the evaluator
+  takes) and max_a Q as the value; `value_step` is max_a Q alone;
+- the carry is empty (no recurrent Q-network), `replay_length` 1.
+
+`q_values(params_network, obs) -> [..., A]` is the network itself, for the learner.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import spaces
+
+from jaxrl_async.config import NetworkConfig
+from jaxrl_async.core.distributions import EpsilonGreedy
+from jaxrl_async.nets.actor_critic import CNNTorso, MLPTorso, Policy
+from jaxrl_async.envs.spaces import is_nested
+
+
+@struct.dataclass
+class QParams:
+    network: dict  # the Q-network's flax params
+    epsilon: jax.Array  # [] float32, the exploration rate the rollout acts with
+
+
+class QNetwork(nn.Module):
+    """Torso (MLP, or the CNN for images) -> one Q-value per action."""
+
+    hidden_sizes: Sequence[int]
+    activation: str
+    use_cnn: bool
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, obs):
+        torso = CNNTorso if self.use_cnn else MLPTorso
+        features = torso(self.hidden_sizes, self.activation, name="torso")(obs)
+        return nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(1.0),
+                        bias_init=nn.initializers.zeros, name="q_head")(features)
+
+
+def make_q_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) -> tuple[Policy, Callable]:
+    """The epsilon-greedy Q policy and `q_values(network_params, obs)` for a Discrete action space."""
+    if not isinstance(action_space, spaces.Discrete):
+        raise ValueError(f"algo='dqn' needs a Discrete action space, got {action_space!r}: use --algo ppo "
+                         "(or a2c, reinforce, impala) for continuous actions")
+    if cfg.core != "none":
+        raise ValueError(f"core={cfg.core!r} is not supported with algo='dqn' (the replay holds single "
+                         "transitions, not sequences): use --core none")
+    if is_nested(obs_shape):
+        raise ValueError(f"algo='dqn' needs a single-array observation, got a Dict / Tuple observation of shapes "
+                         f"{obs_shape}: use --algo ppo (or a2c, reinforce, impala), which encode each leaf")
+    obs_shape = tuple(int(d) for d in obs_shape)
+    is_image = len(obs_shape) == 3
+    use_cnn = cfg.torso == "cnn" or (cfg.torso == "auto" and is_image)
+    if use_cnn and not is_image:
+        raise ValueError(f"torso='cnn' needs image observations [H, W, C], got shape {obs_shape}: use --torso mlp")
+    module = QNetwork(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, int(action_space.n))
+
+    def prepare(obs):
+        # the MLP sees observations of any rank as flat feature vectors
+        if use_cnn or len(obs_shape) == 1:
+            return obs
+        return obs.reshape(obs.shape[: obs.ndim - len(obs_shape)] + (-1,))
+
+    def q_values(network, obs):
+        return module.apply(network, prepare(obs))
+
+    def init(key):
+        # a fresh Q policy is greedy; the learner sets epsilon from its schedule
+        network = module.init(key, prepare(jnp.zeros((1,) + obs_shape, jnp.float32)))
+        return QParams(network=network, epsilon=jnp.zeros((), jnp.float32))
+
+    def step(params: QParams, obs, carry):
+        q = q_values(params.network, obs)
+        return EpsilonGreedy(q, params.epsilon), jnp.max(q, axis=-1), carry
+
+    def value_step(params: QParams, obs, carry):
+        return jnp.max(q_values(params.network, obs), axis=-1)
+
+    def unroll(params, obs, carry, reset):
+        return step(params, obs, carry)
+
+    policy = Policy(init, lambda batch_shape: (), step, value_step, unroll, replay_length=1,
+                    obs_shape=obs_shape, discrete=True, action_shape=())
+    return policy, q_values
+

@@ -1,0 +1,134 @@
+"""Evaluate a policy on its own batch of envs: one complete episode per env.
+
+    evaluate = make_evaluator(env, env_params, policy, num_episodes=32)
+    result = jax.jit(evaluate)(params, obs_stats, key)   # EvalResult of [N] arrays
+
+Each of the `num_episodes` envs runs until its first episode ends (terminated or
+truncated by the env's time limit); the return is undiscounted. The loop is a
+`lax.while_loop` that stops once every env is done, so it costs one episode of
+the longest env, and it vmaps over seeds.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxrl_async.envs.normalize import RunningMeanStd
+from jaxrl_async.nets.actor_critic import Policy, reset_carry
+from jaxrl_async.envs.spaces import as_observation
+
+
+@struct.dataclass
+class EvalResult:
+    returns: jax.Array  # [N] float32 undiscounted return of each episode
+    lengths: jax.Array  # [N] int32
+    complete: jax.Array  # [N] bool, the episode ended within the step limit
+
+    def summary_per_seed(self, prefix: str = "eval") -> dict[str, np.ndarray]:
+        """Host side, for `[S, N]` results: per seed, mean/std/min/max of return and length over
+        complete episodes (NaN for a seed with none), and the count of complete episodes."""
+        returns, lengths = np.atleast_2d(self.returns), np.atleast_2d(self.lengths)
+        mask = np.atleast_2d(np.asarray(self.complete, bool))
+        out: dict[str, np.ndarray] = {f"{prefix}_episodes": mask.sum(axis=-1)}
+        for name, values in (("return", returns), ("length", lengths)):
+            values = np.where(mask, values.astype(np.float64), np.nan)
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: no complete episode
+                for stat, fn in (("mean", np.nanmean), ("std", np.nanstd), ("min", np.nanmin), ("max", np.nanmax)):
+                    out[f"{prefix}_{name}_{stat}"] = fn(values, axis=-1)
+        return out
+
+
+@struct.dataclass
+class _EvalLoop:
+    """The evaluation loop's state, `[N]` per env unless noted.
+
+    Attributes:
+      env_state: batched env state, leaves `[N, ...]`.
+      obs: `[N, *obs_shape]` the current (raw) observation, float32 (a tree for a nested space).
+      policy_carry: the policy's recurrent state, leaves `[N, ...]` (`()` if feedforward).
+      key: PRNG key for actions and env steps.
+      returns: float32 undiscounted return of each env's first episode so far.
+      lengths: int32 steps of each env's first episode so far.
+      done: bool, the env's first episode has ended.
+      reset: bool, the current observation starts an episode (the carry is reset first).
+      t: `[]` int32 loop steps taken.
+    """
+
+    env_state: Any
+    obs: jax.Array
+    policy_carry: Any
+    key: jax.Array
+    returns: jax.Array
+    lengths: jax.Array
+    done: jax.Array
+    reset: jax.Array
+    t: jax.Array
+
+
+def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
+                   normalize_obs: bool = False, max_steps: int | None = None, unroll: int = 1
+                   ) -> Callable[..., EvalResult]:
+    """Build `evaluate(params, obs_stats, key, greedy=True) -> EvalResult`.
+
+    Args:
+      env, env_params: the env (wrapped as by `make_env`) and its params.
+      policy: the actor-critic.
+      num_episodes: N, one per evaluation env.
+      normalize_obs: feed the policy `obs_stats.normalize(obs)` (frozen statistics).
+      max_steps: step limit of the loop; default the env's time limit
+        (`max_steps_in_episode`), so every episode completes.
+      unroll: env steps per trip of the loop (speed only: a step past an env's first
+        episode, or past `max_steps`, changes nothing).
+    """
+    if max_steps is None:
+        max_steps = int(getattr(env_params, "max_steps_in_episode", 10_000))
+    step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    reset_env = jax.vmap(env.reset, in_axes=(0, None))
+
+    def evaluate(params: Any, obs_stats: RunningMeanStd, key: jax.Array, greedy: bool = True) -> EvalResult:
+        key, reset_key = jax.random.split(key)
+        obs, env_state = reset_env(jax.random.split(reset_key, num_episodes), env_params)
+        obs = as_observation(policy.obs_shape, obs)
+        zeros = jnp.zeros((num_episodes,), jnp.float32)
+        loop = _EvalLoop(env_state=env_state, obs=obs, policy_carry=policy.initial_carry((num_episodes,)),
+                         key=key, returns=zeros, lengths=jnp.zeros((num_episodes,), jnp.int32),
+                         done=jnp.zeros((num_episodes,), bool), reset=jnp.ones((num_episodes,), bool),
+                         t=jnp.zeros((), jnp.int32))
+
+        def cond(loop: _EvalLoop):
+            return jnp.logical_and(~jnp.all(loop.done), loop.t < max_steps)
+
+        def body(loop: _EvalLoop) -> _EvalLoop:
+            key, act_key, step_key = jax.random.split(loop.key, 3)
+            obs_in = as_observation(policy.obs_shape, loop.obs)
+            if normalize_obs:
+                obs_in = obs_stats.normalize(obs_in)
+            dist, _, policy_carry = policy.step(params, obs_in, reset_carry(policy, loop.policy_carry, loop.reset))
+            action = dist.mode() if greedy else dist.sample(act_key)
+            obs, env_state, reward, terminated, truncated, _ = step_env(
+                jax.random.split(step_key, num_episodes), loop.env_state, action, env_params)
+            # envs auto-reset: only the first episode of each env counts; an unrolled trip's
+            # steps past the limit count for nothing
+            live = ~loop.done & (loop.t < max_steps)
+            return loop.replace(env_state=env_state, obs=as_observation(policy.obs_shape, obs), policy_carry=policy_carry, key=key,
+                                returns=loop.returns + jnp.where(live, reward.astype(jnp.float32), 0.0),
+                                lengths=loop.lengths + live.astype(jnp.int32),
+                                done=loop.done | ((terminated | truncated) & live),
+                                reset=terminated | truncated, t=loop.t + 1)
+
+        def trip(loop: _EvalLoop) -> _EvalLoop:
+            for _ in range(unroll):
+                loop = body(loop)
+            return loop
+
+        loop = jax.lax.while_loop(cond, trip, loop)
+        return EvalResult(returns=loop.returns, lengths=loop.lengths, complete=loop.done)
+
+    return evaluate

@@ -1,0 +1,334 @@
+"""Rollouts over host environments (`--env gymnasium:<id>`, `envpool:<id>`): NumPy env steps, jitted acting.
+
+    rollout = HostRollout(spec, policy, num_envs=4, num_steps=128, gamma=0.99, gae_lambda=0.95)
+    state = rollout.init(key)                          # jittable, like `rollout.make_rollout`'s
+    actor = rollout.actor(seeds, device, out_sharding)
+    state, trajectory = actor.collect(params, state)   # [1, T, B] Trajectory on out_sharding
+
+Each of the T steps calls one jitted `act` on the actor's device (params copied there once per
+version) and steps the envs on the host; at the fragment's end one jitted call values the pre-reset
+observations (the truncation bootstrap), runs GAE and builds the same `Trajectory` that
+`rollout.collect` produces, which reaches the learner's device as one transfer. The envs' states
+live on the host and are not part of `RolloutState` (its `env_state` is a placeholder): a resumed
+run restarts its episodes. Host envs train one seed (the `[1]` axis the learner expects).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_async.core.advantages import batched_gae, gae_inputs
+from jaxrl_async.core.bootstrap import bootstrap_values
+from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, set_row
+from jaxrl_async.envs.normalize import RunningMeanStd
+from jaxrl_async.rollout.evaluate import EvalResult
+from jaxrl_async.core.exploration import check_correlation, correlate, fresh_noise, initial_noise
+from jaxrl_async.nets.actor_critic import Policy, reset_carry
+from jaxrl_async.envs.spaces import map_shapes, zeros_observation
+from jaxrl_async.types import RolloutState, Trajectory
+
+HOST_TIMING_FIELDS = ("env_s", "inference_s", "transfer_s")
+# what a fragment records on the host, [T, B, ...] each
+REC_FIELDS = ("obs", "action", "log_prob", "value", "reward", "terminated", "truncated", "next_obs",
+              "episode_return", "episode_length", "episode_done", "reset")
+
+
+def env_seeds(seed: int, stream: int, num_envs: int) -> list[int]:
+    """Per-env reset seeds from the run's seed and a stream (the update a fragment starts at, so a
+    resumed run does not replay the episodes of the run's start)."""
+    return [int(s) for s in np.random.SeedSequence([seed, stream]).generate_state(num_envs)]
+
+
+def _act(policy: Policy, params, obs, carry, reset, draw: Callable, greedy: bool, noise=(), correlation: float = 0.0):
+    """One step of the policy: (action, log_prob, value, carry, noise). `draw(dist)` is the step's
+    randomness for `dist` (`dist.draw(key)`; with a `correlation`, the fresh normal noise z_t): an
+    actor draws a whole fragment's in one call before it (`HostRollout.fragment_draws`), because
+    drawing in every act call cost as much as the network. With a `correlation` the action is
+    drawn from `noise`'s next value (`exploration.py`), else `noise` stays the empty tuple."""
+    dist, value, carry = policy.step(params, obs, reset_carry(policy, carry, reset))
+    if greedy:
+        action = dist.mode()
+    elif correlation > 0.0:
+        noise = correlate(draw(dist), noise, reset, correlation)
+        action = dist.sample_from_noise(noise)
+    else:
+        action = dist.sample_from_draw(draw(dist))
+    return action, dist.log_prob(action), value, carry, noise
+
+
+def _with_key(key: jax.Array) -> Callable:
+    """`_act`'s `draw` from a key, drawn inside the act call (the evaluator's acts)."""
+    return lambda dist: dist.draw(key)
+
+
+def _drawn(draw) -> Callable:
+    """`_act`'s `draw`: one made before the fragment."""
+    return lambda dist: draw
+
+
+def _rows(tree) -> Callable[[int], Any]:
+    """`t -> row t of tree`, over host copies of its leaves: a row crosses to the device in ~2 us, and
+    is taken leaf by leaf (a tree walk every step cost ~12 us)."""
+    leaves, treedef = jax.tree.flatten(jax.tree.map(np.asarray, tree))
+    return lambda t: treedef.unflatten([leaf[t] for leaf in leaves])
+
+
+def _observe_and_act(policy: Policy, params, stats: RunningMeanStd, obs, final_prev, carry, reset, draw, noise,
+                     correlation: float):
+    """`--normalize-obs`'s step, as the jitted rollout orders it: the statistics take in `obs` (what
+    the previous step reached, or the reset observation), then the policy acts on `obs` normalised
+    by them, and the previous step's pre-reset observation `final_prev` is normalised by them too
+    (the jitted rollout normalises its `next_obs` after the update). Returns (action, log_prob,
+    value, carry, noise, stats, normalised obs, normalised final_prev)."""
+    stats = stats.update(obs)
+    obs_in = stats.normalize(obs)
+    return (*_act(policy, params, obs_in, carry, reset, _drawn(draw), False, noise, correlation), stats, obs_in,
+            stats.normalize(final_prev))
+
+
+class HostRollout:
+    """The host rollout's pure parts (`init`, the jitted act and finish) for one env spec."""
+
+    def __init__(self, spec: HostEnvSpec, policy: Policy, *, num_envs: int, num_steps: int, gamma: float,
+                 gae_lambda: float, gae_scan: str = "sequential", normalize_obs: bool = False,
+                 noise_correlation: float = 0.0):
+        correlated = check_correlation(noise_correlation, policy.discrete)
+        self._settings = dict(num_steps=num_steps, gamma=gamma, gae_lambda=gae_lambda, gae_scan=gae_scan,
+                              normalize_obs=normalize_obs, noise_correlation=noise_correlation)
+        self.spec, self.policy = spec, policy
+        self.num_envs, self.num_steps, self.normalize_obs = num_envs, num_steps, normalize_obs
+        obs_shape = policy.obs_shape
+
+        def init(key: jax.Array) -> RolloutState:
+            # the envs live on the host: env_state only holds the env count's shape
+            return RolloutState(env_state=jnp.zeros((num_envs,), jnp.int32),
+                                obs=zeros_observation(obs_shape, (num_envs,)),
+                                obs_stats=RunningMeanStd.create(obs_shape), key=key,
+                                carry=policy.initial_carry((num_envs,)), reset=jnp.ones((num_envs,), bool),
+                                noise=initial_noise(num_envs, policy.action_shape) if correlated else ())
+
+        def finish(params, rec: dict, carry_after, initial_carry) -> Trajectory:
+            # host envs' time limits are their own: every step's next_obs is valued
+            bootstrap_value = bootstrap_values(lambda obs, carry: policy.value_step(params, obs, carry), rec,
+                                               carry_after, num_steps)
+            discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"], gamma, gae_lambda)
+            advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t, scan=gae_scan)
+            trajectory = Trajectory(**rec, bootstrap_value=bootstrap_value, advantage=advantage,
+                                    target=advantage + rec["value"], initial_carry=initial_carry)
+            return jax.tree.map(lambda x: x[None], trajectory)  # the learner's seed axis
+
+        self.init = init
+        # the actor's act (its noise correlated where asked); the evaluator's, always white
+        self._act = jax.jit(lambda p, o, c, r, d, n: _act(policy, p, o, c, r, _drawn(d), False, n, noise_correlation))
+        self.act = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=False))
+        self.act_greedy = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=True))
+        self._observe_and_act = jax.jit(lambda *args: _observe_and_act(policy, *args, noise_correlation))
+        # the fragment's last pre-reset observation, normalised as the next fragment's first step would
+        self._observe_final = jax.jit(lambda stats, obs, final: stats.update(obs).normalize(final))
+        # evaluation: frozen statistics
+        self.act_frozen = jax.jit(lambda p, s, o, c, r, k, greedy: _act(policy, p, s.normalize(o), c, r, _with_key(k),
+                                                                        greedy), static_argnums=6)
+        self.finish = jax.jit(finish)
+        # the seed axis off the params and the carried state, and back on: one call each (eager
+        # slicing cost ~50-100 us a leaf on the loaded 2-core CPU)
+        self.unbatch = jax.jit(lambda tree: jax.tree.map(lambda x: x[0], tree))
+        self.rebatch = jax.jit(lambda state, obs, stats, key, carry, reset, noise: state.replace(
+            obs=jax.tree.map(lambda x: x[None], obs), obs_stats=jax.tree.map(lambda x: x[None], stats), key=key[None],
+            carry=jax.tree.map(lambda x: x[None], carry), reset=reset[None],
+            noise=jax.tree.map(lambda x: x[None], noise)))
+        # a fragment's randomness in one call: the next state's key and each step's draw for `_act`
+        # (the draws depend on the step's distribution's shapes alone, found from the params' tree)
+        def fragment_draws(params, key: jax.Array, n: int):
+            keys = jax.random.split(key, n + 1)
+            if correlated:
+                draw_one = lambda k: fresh_noise(k, (num_envs, *policy.action_shape))  # noqa: E731
+            else:
+                draw_one = jax.eval_shape(lambda: policy.step(params, zeros_observation(obs_shape, (num_envs,)),
+                                                              policy.initial_carry((num_envs,)))[0]).draw
+            return keys[0], jax.vmap(draw_one)(keys[1:])
+
+        self.fragment_draws = jax.jit(fragment_draws, static_argnums=2)
+
+    def observe_and_act(self, params, stats, obs, final_prev, carry, reset, draw, noise) -> tuple:
+        """(action, log_prob, value, carry, noise, stats, the obs to record, the previous step's
+        `next_obs` to record): `_observe_and_act` where observations are normalised, else the
+        plain act (no statistics, the observations as they are: nothing more crosses to the device)."""
+        if self.normalize_obs:
+            return self._observe_and_act(params, stats, obs, final_prev, carry, reset, draw, noise)
+        return (*self._act(params, obs, carry, reset, draw, noise), stats, obs, final_prev)
+
+    def observe_final(self, stats, obs, final):
+        """The fragment's last `next_obs` to record: `final` (normalised where observations are)."""
+        return self._observe_final(stats, obs, final) if self.normalize_obs else final
+
+    def with_num_envs(self, num_envs: int) -> "HostRollout":
+        """The same rollout over `num_envs` envs (one actor's share)."""
+        return HostRollout(self.spec, self.policy, num_envs=num_envs, **self._settings)
+
+    def collect(self, params, state):
+        raise ValueError("a host env (gymnasium:...) is stepped by the async mode's actor thread, not inside "
+                         "a jitted program: use --mode async")
+
+    def actor(self, seeds: list[int], device: Any, out_sharding: Any) -> "HostActor":
+        return HostActor(self, self.spec.make_vec(self.num_envs), seeds, device, out_sharding)
+
+    def trajectory_shape(self, params) -> Trajectory:
+        """The abstract `[1, T, B]` trajectory `collect` returns (for compiling the learner)."""
+        T, B, policy = self.num_steps, self.num_envs, self.policy
+        carry = policy.initial_carry((B,))
+        dist_out = jax.eval_shape(lambda p: _act(policy, p, zeros_observation(policy.obs_shape, (B,)), carry,
+                                                 jnp.ones((B,), bool), _with_key(jax.random.PRNGKey(0)), False), params)
+        action, log_prob = dist_out[0], dist_out[1]
+        f32, boolean = jax.ShapeDtypeStruct((T, B), jnp.float32), jax.ShapeDtypeStruct((T, B), bool)
+        observations = map_shapes(lambda s: jax.ShapeDtypeStruct((T, B, *s), jnp.float32), policy.obs_shape)
+        rec = dict(obs=observations,
+                   action=jax.ShapeDtypeStruct((T, *action.shape), action.dtype),
+                   log_prob=jax.ShapeDtypeStruct((T, *log_prob.shape), log_prob.dtype), value=f32, reward=f32,
+                   terminated=boolean, truncated=boolean,
+                   next_obs=observations,
+                   episode_return=f32, episode_length=jax.ShapeDtypeStruct((T, B), jnp.int32),
+                   episode_done=boolean, reset=boolean)
+        carry_after = jax.tree.map(lambda c: jax.ShapeDtypeStruct((T, *c.shape), c.dtype), carry)
+        return jax.eval_shape(self.finish, params, rec, carry_after, carry)
+
+
+class HostActor:
+    """One actor thread's envs and its copy of the params on its device: `collect(params, state)`
+    steps the envs for a fragment (the pipeline's `collect`); `timings()` the last fragment's split."""
+
+    def __init__(self, rollout: HostRollout, envs: HostVecEnv, seeds: list[int], device: Any, out_sharding: Any):
+        self._r, self._envs, self._seeds = rollout, envs, seeds
+        self._device, self._out = device, out_sharding
+        self._source = self._params = None
+        self._obs: np.ndarray | None = None  # the envs' current observation; None: reset them first
+        self._timings = dict.fromkeys(HOST_TIMING_FIELDS, 0.0)
+
+    def collect(self, params, state: RolloutState) -> tuple[RolloutState, Trajectory]:
+        r, T, B = self._r, self._r.num_steps, self._r.num_envs
+        start = time.perf_counter()
+        if params is not self._source:  # once per version: the store hands out the same object
+            self._params, self._source = jax.device_put(r.unbatch(params), self._device), params
+        state = jax.device_put(state, self._device)  # a no-op once it lives there
+        carry, key, reset, stats, noise = r.unbatch((state.carry, state.key, state.reset, state.obs_stats,
+                                                     state.noise))
+        transfer_s = time.perf_counter() - start
+        if self._obs is None:  # a fresh actor (a new or resumed run): the episodes start here
+            self._obs, reset = self._envs.reset(self._seeds), jnp.ones((B,), bool)
+        obs_shape = r.policy.obs_shape
+        rec = {name: map_shapes(lambda s: np.zeros((T, B, *s), np.float32), obs_shape) for name in ("obs", "next_obs")}
+        rec.update({name: np.zeros((T, B), np.float32) for name in ("log_prob", "value", "reward", "episode_return")})
+        rec.update({name: np.zeros((T, B), bool) for name in ("terminated", "truncated", "episode_done", "reset")})
+        rec["episode_length"] = np.zeros((T, B), np.int32)
+        actions, carries = [], []
+        initial_carry, reset_np = carry, np.asarray(reset)
+        env_s = 0.0
+        tick = time.perf_counter()
+        key, draws = r.fragment_draws(self._params, key, T)
+        draw = _rows(draws)
+        inference_s = time.perf_counter() - tick
+        final_prev = self._obs  # the previous step's pre-reset obs (none yet: its recording is skipped)
+        for t in range(T):
+            tick = time.perf_counter()
+            action, log_prob, value, carry, noise, stats, obs_in, final_in = r.observe_and_act(
+                self._params, stats, self._obs, final_prev, carry, reset_np, draw(t), noise)
+            # np.asarray, not jax.device_get: ~4 us an array against ~40 on the CPU
+            action, rec["log_prob"][t], rec["value"][t] = np.asarray(action), np.asarray(log_prob), np.asarray(value)
+            set_row(obs_shape, rec["obs"], t, obs_in)
+            if t:
+                set_row(obs_shape, rec["next_obs"], t - 1, final_in)
+            tock = time.perf_counter()
+            step = self._envs.step(action)
+            env_s += time.perf_counter() - tock
+            inference_s += tock - tick
+            final_prev = step.final_obs
+            rec["reset"][t] = reset_np
+            for name in ("reward", "terminated", "truncated", "episode_return", "episode_length", "episode_done"):
+                rec[name][t] = getattr(step, name)
+            actions.append(action)
+            carries.append(carry)
+            self._obs, reset_np = step.obs, step.terminated | step.truncated
+        tick = time.perf_counter()
+        set_row(obs_shape, rec["next_obs"], T - 1, r.observe_final(stats, self._obs, final_prev))
+        rec["action"] = np.stack(actions)
+        carry_after = jax.tree.map(lambda *c: jnp.stack(c), *carries) if jax.tree.leaves(carry) else carry
+        trajectory = r.finish(self._params, rec, carry_after, initial_carry)
+        inference_s += time.perf_counter() - tick
+        tick = time.perf_counter()
+        trajectory = jax.block_until_ready(jax.device_put(trajectory, self._out))  # one transfer
+        new_state = r.rebatch(state, self._obs, stats, key, carry, reset_np, noise)
+        transfer_s += time.perf_counter() - tick
+        self._timings = {"env_s": env_s, "inference_s": inference_s, "transfer_s": transfer_s}
+        return new_state, trajectory
+
+    def warm_up(self, params, state: RolloutState) -> None:
+        """Run the fragment's programs once on zeros (results dropped), so their compilation and
+        first-run work count as compilation, not as the first fragment's time."""
+        r, B = self._r, self._r.num_envs
+        params = jax.device_put(r.unbatch(params), self._device)
+        state = jax.device_put(state, self._device)
+        carry, key, reset, stats, noise = r.unbatch((state.carry, state.key, state.reset, state.obs_stats,
+                                                     state.noise))
+        zeros = map_shapes(lambda s: np.zeros((B, *s), np.float32), r.policy.obs_shape)
+        r.rebatch(state, zeros, stats, np.asarray(key), carry, np.asarray(reset), noise)
+        carry = jax.device_put(r.policy.initial_carry((B,)), self._device)
+        _, draws = r.fragment_draws(params, jax.device_put(jax.random.PRNGKey(0), self._device), r.num_steps)
+        out = r.observe_and_act(params, stats, zeros, zeros, carry, np.ones((B,), bool), _rows(draws)(0), noise)
+        r.observe_final(stats, zeros, zeros)
+        shapes = r.trajectory_shape(params)
+        rec = {name: jax.tree.map(lambda x: np.zeros(x.shape[1:], x.dtype), getattr(shapes, name))
+               for name in REC_FIELDS}
+        carry_after = jax.tree.map(lambda c: jnp.stack([c] * r.num_steps), out[3])
+        jax.block_until_ready(r.finish(params, rec, carry_after, carry))
+
+    def timings(self) -> dict:
+        return dict(self._timings)
+
+    def close(self) -> None:
+        self._envs.close()
+
+
+class HostEvaluator:
+    """`evaluate(params, obs_stats, key, greedy=True) -> EvalResult` on host envs of its own:
+    `num_episodes` envs, each until its first episode ends (or `max_steps`). Not jittable
+    (`on_host`): the run calls it directly."""
+
+    on_host = True
+
+    def __init__(self, rollout: HostRollout, num_episodes: int, max_steps: int | None = None):
+        self._r, self._n = rollout, num_episodes
+        self._max_steps = max_steps or rollout.spec.max_episode_steps or 10_000
+        self._envs: HostVecEnv | None = None
+
+    def __call__(self, params, obs_stats, key: jax.Array, greedy: bool = True) -> EvalResult:
+        r, n = self._r, self._n
+        if self._envs is None:
+            self._envs = r.spec.make_vec(n)
+        key, seed_key = jax.random.split(key)
+        obs = self._envs.reset([int(s) for s in np.asarray(jax.random.randint(seed_key, (n,), 0, 2**31 - 1))])
+        if r.normalize_obs:  # the run's statistics, frozen
+            act = lambda p, o, c, rs, k: r.act_frozen(p, obs_stats, o, c, rs, k, greedy)  # noqa: E731
+        else:
+            act = r.act_greedy if greedy else r.act
+        carry, reset = r.policy.initial_carry((n,)), np.ones((n,), bool)
+        returns, lengths, done = np.zeros(n, np.float32), np.zeros(n, np.int32), np.zeros(n, bool)
+        keys = np.asarray(jax.random.split(key, self._max_steps))
+        for t in range(self._max_steps):
+            action, _, _, carry, _ = act(params, obs, carry, reset, keys[t])
+            step = self._envs.step(np.asarray(action))
+            returns += np.where(done, 0.0, step.reward)
+            lengths += ~done
+            reset = step.terminated | step.truncated
+            done |= reset
+            obs = step.obs
+            if done.all():
+                break
+        return EvalResult(returns=returns, lengths=lengths, complete=done)
+
+    def close(self) -> None:
+        if self._envs is not None:
+            self._envs.close()

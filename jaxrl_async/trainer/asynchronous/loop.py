@@ -1,0 +1,274 @@
+"""The async mode (`--mode async`): a rollout thread acts while the learner learns.
+
+The actor thread runs the jitted `rollout.collect` with the params the lag
+policy allows and double-buffers the results; the learner runs the jitted
+`algo.update` on each rollout and publishes the new params to the `ParamStore`.
+The same `collect` and `update` as the fused mode, and the same sync step at the
+same host syncs (`Run.sync`), so with `lag=0` the two modes reach bit-identical
+params and write the same metrics lines in everything but the timings (with
+several seeds a reduction such as explained variance may differ in its last
+bits: XLA may order it differently inside the fused loop).
+
+The replay learners (dqn, sac) run the same loop: each fragment the actor hands over is added
+to the device buffer by `algo.update` (the buffer alone is donated to the learner's jit, so it
+is written in place), which then takes `replay_ratio` gradient steps on it; the actor acts
+with `Algorithm.behaviour` applied to the params it gets, so DQN's epsilon and SAC's warm-up
+follow the env steps taken as in the fused mode. The learner publishes its params every
+`sync_interval` updates (versions count updates). The replay ratio is held by the pipeline
+itself: one fragment per update, the learner waiting for the actor or the actor for a free
+buffer slot (`buffer_size`) and for the params its lag policy names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import serialization
+
+from jaxrl_async.trainer import metrics as metrics_lib
+from jaxrl_async.algorithms.replay import buffer as replay
+from jaxrl_async.trainer.asynchronous.actors import make_actor
+from jaxrl_async.trainer.build import Components, all_finite, over_seeds, warm_up
+from jaxrl_async.rollout.host import HOST_TIMING_FIELDS
+from jaxrl_async.trainer.asynchronous.pipeline import Lag, ParamStore, RolloutWorker
+from jaxrl_async.trainer.run import Run, Window
+from jaxrl_async.trainer.sharding import Placement
+from jaxrl_async.types import TrainState
+
+# Per-iteration pipeline timings, averaged over each log window.
+TIMING_FIELDS = ("policy_lag", "learner_wait_s", "actor_wait_s", "rollout_s", "update_s", *HOST_TIMING_FIELDS)
+# The first rollouts wait on a pipeline still filling: the steady state starts after them.
+PIPELINE_FILL = 2
+
+
+def compile_learner(c: Components, placement: Placement, state: TrainState, trajectory, unpack=None):
+    """AOT-compile the learner's update for `trajectory` (abstract, with the shardings the actor
+    hands it over in) and this state's placement (the learner keeps its state's shardings from
+    call to call); warmed up on a zero trajectory (the result dropped).
+
+    `learn(learner, trajectory) -> (learner, metrics, update_finite, params_finite)`, the last
+    three per seed: only they come to the host. `unpack` (inside the jit) turns what the actor hands
+    over into the `Trajectory` (an actor on another device packs it into one array)."""
+    num_seeds = c.cfg.num_seeds
+    shardings = placement.shardings(state)
+
+    def learn_fn(learner, trajectory):
+        if unpack is not None:
+            trajectory = unpack(trajectory)
+
+        def learn_one(learner, trajectory):
+            learner, update_metrics = c.algo.update(learner, trajectory)
+            return (learner, metrics_lib.iteration_metrics(trajectory, update_metrics),
+                    metrics_lib.update_is_finite(update_metrics), all_finite(learner.params))
+
+        learner, *outputs = over_seeds(learn_one, num_seeds)(learner, trajectory)
+        return jax.lax.with_sharding_constraint(learner, shardings.learner), *outputs
+
+    example = jax.tree.map(lambda x: jax.device_put(np.zeros(x.shape, x.dtype), x.sharding), trajectory)
+    if not replay.holds_buffer(state.learner):
+        # nothing is donated: the learner's params are published, and no output could reuse the trajectory
+        learn = jax.jit(learn_fn).lower(state.learner, trajectory).compile()
+        warm_up(learn, state.learner, example)
+        return learn
+
+    # a replay learner (dqn, sac): its buffer alone is donated, so the update writes the fragment
+    # into it in place; the rest of the learner state holds the published params and is not
+    def learn_with_buffer(rest, buffer, trajectory):
+        return learn_fn(rest.replace(replay=buffer), trajectory)
+
+    learn_buffer = jax.jit(learn_with_buffer, donate_argnums=1).lower(
+        state.learner.replace(replay=None), state.learner.replay, trajectory).compile()
+    warm_up(learn_buffer, state.learner.replace(replay=None), state.learner.replay, example)
+    return lambda learner, trajectory: learn_buffer(learner.replace(replay=None), learner.replay, trajectory)
+
+
+def behaviour_hook(c: Components, state: TrainState):
+    """The pipeline's `behaviour(params, version, index)` for a learner with `Algorithm.behaviour`
+    (dqn, sac), else None: rollout `index` acts with the published params of `version` as the
+    fused mode acts after `index` updates (DQN's epsilon, SAC's warm-up follow the env steps
+    taken, `index * num_envs * num_steps`); the params of version `index` are that already."""
+    if c.algo.behaviour is None:
+        return None
+    act_params = jax.jit(c.algo.behaviour)
+    jax.block_until_ready(act_params(state.learner.params, jnp.int32(0)))  # compiled here, not in rollout 0
+    batch_size = c.cfg.batch_size
+
+    def behaviour(params, version: int, index: int):
+        return params if version == index else act_params(params, jnp.int32(index * batch_size))
+
+    return behaviour
+
+
+def compile_pipeline(c: Components, placement: Placement, state: TrainState, start: int = 0):
+    """The actor (`actors.make_actor`: the gymnax rollout or the host envs' actors) and the learner
+    compiled for the trajectory as the actor lays it out; both warmed up."""
+    actor = make_actor(c, placement, state, start)
+    try:
+        return actor, compile_learner(c, placement, state, actor.trajectory, actor.unpack)
+    except BaseException:
+        actor.close()
+        raise
+
+
+def older_version_needed(lag: Lag, done: int, sync_interval: int) -> int | None:
+    """The version older than `done` that rollout `done` acts with (lag 1: done - 1; with
+    sync_interval N > 1 the last published one), else None: what a checkpoint at `done` keeps
+    beside the learner (`behaviour_params`) for an exact resume."""
+    needed = lag.version_for(done, sync_interval)
+    if needed is None:  # latest: the newest version published by `done`
+        needed = done // sync_interval * sync_interval
+    return needed if needed < done else None
+
+
+def _param_store(state: TrainState, start: int, saved: dict | None, lag: Lag, sync_interval: int) -> ParamStore:
+    """Versions count updates (the learner publishes those that are multiples of sync_interval). A
+    resumed run also needs the older version its next rollout acts with (`older_version_needed`)."""
+    store = ParamStore()
+    older = older_version_needed(lag, start, sync_interval) if start > 0 else None
+    if older is not None:
+        behaviour = (saved or {}).get("extra", {}).get("behaviour_params")
+        # a checkpoint without them (the fused mode's) holds no older params: the current ones stand in (not bit-exact)
+        store.publish(state.learner.params if behaviour is None else
+                      serialization.from_state_dict(state.learner.params, behaviour), version=older)
+    if start % sync_interval == 0:
+        store.publish(state.learner.params, version=start)
+    return store
+
+
+class PipelineAccounting:
+    """What the async loop counts: each log window's metric and timing sums (handed to the sync
+    step as a `Window`), and the steady state's totals for the summary (overlap efficiency,
+    learner wait, policy lag), which leave out the pipeline's fill and the host syncs."""
+
+    def __init__(self, start: int, num_updates: int, samples_per_update: int):
+        self._steady_from = start + min(PIPELINE_FILL, num_updates - start - 1)
+        self._samples_per_update = samples_per_update
+        self._train_start = time.perf_counter()
+        self._steady_start: float | None = None
+        self._host_s_before_steady = 0.0
+        self._steady = dict.fromkeys(("rollout_s", "update_s", "learner_wait_s"), 0.0)
+        self._lags: list[int] = []
+        self._new_window()
+
+    def _new_window(self) -> None:
+        self._sums = None
+        self._timings = dict.fromkeys(TIMING_FIELDS, 0.0)
+        self._window_start: float | None = None
+        self._iterations = 0
+        self._first_bad: int | None = None
+
+    def start_iteration(self, index: int, host_s: float) -> None:
+        now = time.perf_counter()
+        if index == self._steady_from:
+            self._steady_start, self._host_s_before_steady = now, host_s
+        if self._window_start is None:
+            self._window_start = now
+
+    def add(self, index: int, metrics: dict, update_finite, timings: dict) -> None:
+        """One iteration's metrics ([S] host arrays), finite flags and `TIMING_FIELDS` timings."""
+        if self._first_bad is None and not np.all(update_finite):
+            self._first_bad = index
+        self._sums = metrics if self._sums is None else jax.tree.map(np.add, self._sums, metrics)
+        self._timings = {f: self._timings[f] + timings[f] for f in TIMING_FIELDS}
+        self._lags.append(timings["policy_lag"])
+        self._iterations += 1
+        if index >= self._steady_from:
+            for f in self._steady:
+                self._steady[f] += timings[f]
+
+    def window(self, updates_done: int, params_finite) -> Window:
+        """The window since the last sync, for the sync step; starts the next one."""
+        elapsed = time.perf_counter() - self._window_start
+        n = self._iterations
+        extra = {f: self._timings[f] / n for f in TIMING_FIELDS}
+        extra.update(updates_per_second=n / elapsed, samples_per_update=self._samples_per_update)
+        window = Window(updates_done=updates_done, num_iterations=n, elapsed_s=elapsed, sums=self._sums,
+                        first_nonfinite_update=self._first_bad, params_finite=params_finite, extra=extra)
+        self._new_window()
+        return window
+
+    def summary(self, host_s: float) -> dict:
+        """`train_s` (the loop's time less the host syncs') and the steady-state figures."""
+        end = time.perf_counter()
+        steady_start = self._steady_start or self._train_start
+        steady_wall = end - steady_start - (host_s - self._host_s_before_steady)
+        return {
+            "train_s": end - self._train_start - host_s,
+            # (rollout + update) / wall over the steady state: 1.0 = no overlap, 2.0 = perfect overlap
+            "overlap_efficiency": (self._steady["rollout_s"] + self._steady["update_s"]) / steady_wall,
+            "learner_wait_fraction": self._steady["learner_wait_s"] / steady_wall,
+            "policy_lag_mean": float(np.mean(self._lags)),
+            "policy_lag_max": int(np.max(self._lags)),
+        }
+
+
+@contextlib.contextmanager
+def actor_closed(actor):
+    """Close the actor's envs and threads however the loop ends."""
+    try:
+        yield actor
+    finally:
+        actor.close()
+
+
+def train_async(c: Components, run: Run, state: TrainState, saved: dict | None = None) -> tuple[TrainState, dict]:
+    """Train from `run.start_update` to the end of the schedule (or a stop) with the rollout
+    thread; `saved` is the checkpoint a resumed run continues from. Returns the state and the
+    loop's figures (`compile_s`, `train_s`, `updates_done`, the pipeline's)."""
+    cfg = c.cfg
+    lag = Lag.parse(cfg.lag)
+    compile_start = time.perf_counter()
+    start = done = run.start_update
+    behaviour = behaviour_hook(c, state)
+    actor, learn = compile_pipeline(c, run.placement, state, start)
+    compile_s = time.perf_counter() - compile_start
+
+    sync_at = set(run.schedule.remaining(start))
+    interval = cfg.sync_interval
+    store = _param_store(state, start, saved, lag, interval)
+    published = 0
+    learner, rollout_state = state.learner, state.rollout
+    accounting = PipelineAccounting(start, cfg.num_updates, cfg.num_seeds * cfg.batch_size)
+    with actor_closed(actor), RolloutWorker(actor.collect, rollout_state, store, lag=lag,
+                                            num_rollouts=cfg.num_updates - start, buffer_size=cfg.buffer_size,
+                                            first_index=start, timings=actor.timings, sync_interval=interval,
+                                            behaviour=behaviour) as worker:
+        for k in range(start, cfg.num_updates):
+            accounting.start_iteration(k, run.host_s)
+            wait_start = time.perf_counter()
+            item = worker.get()
+            learner_wait_s = time.perf_counter() - wait_start
+            update_start = time.perf_counter()
+            # only the metrics come to the host: the learner state stays on the device
+            learner, metrics, update_finite, params_finite = learn(learner, item.trajectory)
+            metrics, update_finite, params_finite = jax.device_get((metrics, update_finite, params_finite))
+            rollout_state, done = item.rollout_state, k + 1
+            if done % interval == 0:
+                store.publish(learner.params, version=done)
+                published += 1
+            update_s = time.perf_counter() - update_start
+            accounting.add(k, metrics, update_finite, {
+                "policy_lag": k - item.version, "learner_wait_s": learner_wait_s,
+                "actor_wait_s": item.actor_wait_s, "rollout_s": item.rollout_s, "update_s": update_s,
+                **{f: item.timings.get(f, 0.0) for f in HOST_TIMING_FIELDS}})
+            if done not in sync_at:
+                continue
+            # the next rollout may be collected with an older version (lag 1, or a sync interval):
+            # keep it for an exact resume
+            older = None if lag is Lag.LATEST else older_version_needed(lag, done, interval)
+            with worker.held():  # the actor's rollout in flight ends first: a sync's time is not collecting time
+                stop = run.sync(accounting.window(done, params_finite),
+                                TrainState(learner=learner, rollout=actor.to_learner(rollout_state)),
+                                counters={"params_version": store.version},
+                                extra_state=None if older is None else
+                                {"behaviour_params": serialization.to_state_dict(store.get(older))})
+            if stop:
+                break
+    return TrainState(learner=learner, rollout=actor.to_learner(rollout_state)), {
+        "compile_s": compile_s, "updates_done": done, "lag": cfg.lag, "params_version": store.version,
+        "sync_interval": interval, "params_published": published,
+        **accounting.summary(run.host_s)}

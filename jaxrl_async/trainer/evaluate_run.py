@@ -1,0 +1,56 @@
+"""`jaxrl-async eval RUN_DIR`: evaluate a run's saved policy (best or latest checkpoint)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import jax
+import numpy as np
+
+from jaxrl_async.trainer import checkpoint as ckpt
+from jaxrl_async.trainer.build import build, initial_states, over_seeds, seed_keys
+from jaxrl_async.trainer.run import restore_training_state
+from jaxrl_async.trainer.run_dir import load_config
+
+
+def resolve_checkpoint(run_dir: str, which: str) -> str:
+    """'best' (falling back to the latest), 'latest', or a path."""
+    if which == "best":
+        best = os.path.join(ckpt.checkpoint_dir(run_dir), ckpt.BEST)
+        if os.path.isfile(best):
+            return best
+        which = "latest"
+    if which == "latest":
+        latest = ckpt.latest_checkpoint(run_dir)
+        if latest is None:
+            raise ckpt.CheckpointError(f"{run_dir!r} has no checkpoint yet (looked in "
+                                       f"{ckpt.checkpoint_dir(run_dir)})")
+        return latest
+    return which
+
+
+def evaluate_run(run_dir: str, *, checkpoint: str = "best", episodes: int = 32, greedy: bool = True,
+                 seed: int = 0) -> str:
+    """Evaluate every seed's saved policy on fresh envs; returns a printable report."""
+    cfg = dataclasses.replace(load_config(run_dir), eval_episodes=episodes)
+    path = resolve_checkpoint(run_dir, checkpoint)
+    saved = ckpt.load(path)
+    c = build(cfg)
+    state, _ = restore_training_state(initial_states(c), saved, path)  # only the params are used
+    evaluate = over_seeds(lambda p, s, k: c.evaluate(p, s, k, greedy=greedy), cfg.num_seeds)
+    if not getattr(c.evaluate, "on_host", False):  # a host env's evaluator steps NumPy envs: not jittable
+        evaluate = jax.jit(evaluate)
+    result = jax.device_get(evaluate(state.learner.params, state.rollout.obs_stats,
+                                     seed_keys(seed, cfg.num_seeds)))
+    stats = result.summary_per_seed("eval")
+    counters = saved["counters"]
+    lines = [f"{cfg.env} {cfg.algo}: {path} (update {counters.get('updates')}, "
+             f"{counters.get('env_steps'):,} env steps per seed), "
+             f"{'greedy' if greedy else 'stochastic'} policy, {episodes} episodes per seed"]
+    for i in range(cfg.num_seeds):
+        lines.append(f"  seed {i}: return {stats['eval_return_mean'][i]:9.2f} ± {stats['eval_return_std'][i]:.2f}"
+                     f"  [min {stats['eval_return_min'][i]:.2f}, max {stats['eval_return_max'][i]:.2f}]"
+                     f"  length {stats['eval_length_mean'][i]:.1f}  ({int(stats['eval_episodes'][i])} episodes)")
+    lines.append(f"mean return over seeds: {float(np.nanmean(stats['eval_return_mean'])):.2f}")
+    return "\n".join(lines)

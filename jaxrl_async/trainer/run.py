@@ -1,0 +1,326 @@
+"""The host side of a run, shared by every loop: one sync step that owns the bookkeeping at a
+host sync — the finite check, the metrics line and its sinks, evaluation and the best
+checkpoint, the schedule's checkpoints, and the stop request (Ctrl-C or a stop point).
+
+    with Run.create(cfg, c.evaluate, placement, console=True) as run:
+        for point in run.schedule.remaining(run.start_update):
+            state, window = ...                     # the loop's own work up to `point`
+            if run.sync(window, state):             # True: stop here (a checkpoint is written)
+                break
+
+A loop hands the sync step a `Window` (what happened since the last sync) and the state;
+it reads what it needs from the run (`schedule`, `placement`, `start_update`, `host_s`) and
+never writes the run's attributes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import signal
+import threading
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_async.trainer import checkpoint as ckpt
+from jaxrl_async.trainer import metrics as metrics_lib
+from jaxrl_async.algorithms.replay import buffer as replay
+from jaxrl_async.trainer import run_dir as run_dir_lib
+from jaxrl_async.trainer.build import over_seeds, seed_keys
+from jaxrl_async.config import TrainConfig
+from jaxrl_async.rollout.evaluate import EvalResult
+from jaxrl_async.trainer.schedule import Schedule
+from jaxrl_async.trainer.sharding import Placement
+from jaxrl_async.types import TrainState
+
+EVAL_STREAM = 0x5EED  # evaluation keys: fold_in(fold_in(seed key, EVAL_STREAM), update)
+
+
+class TrainingDiverged(FloatingPointError):
+    """A loss, gradient or parameter became NaN or infinite."""
+
+
+def check_finite(sums: dict, updates_done: int, first_bad: int | None = None,
+                 last_good: str | None = None) -> None:
+    """Raise TrainingDiverged naming the metric that went non-finite, the update and the last
+    good checkpoint. `sums` may hold `params_finite` (False where the params are not finite)."""
+    culprit = next((name for name in ("loss", "policy_loss", "value_loss", "grad_norm")
+                    if name in sums and not np.all(np.isfinite(np.asarray(sums[name], np.float64)))), None)
+    if culprit is None and "params_finite" in sums and not np.all(sums["params_finite"]):
+        culprit = "the params"
+    if culprit is None:
+        return
+    where = f"update {first_bad}" if first_bad is not None else f"the updates up to {updates_done}"
+    tail = f"the last good checkpoint is {last_good}" if last_good else "no checkpoint was written yet"
+    raise TrainingDiverged(f"training diverged: {culprit} became NaN or infinite at {where}; {tail}; "
+                           "lower --learning-rate or --max-grad-norm")
+
+
+class StopRequest:
+    """Ctrl-C asks the loop to stop at the next host sync (and checkpoint); a second Ctrl-C aborts."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def _handle(self, signum, frame):
+        self.requested = True
+        print("\ninterrupt: finishing the current step, then writing a checkpoint "
+              "(press Ctrl-C again to abort at once)", flush=True)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """What a loop hands the sync step: the iterations since the previous host sync.
+
+    Attributes:
+      updates_done: updates done at this sync (a point of the schedule).
+      num_iterations: iterations in the window.
+      elapsed_s: the loop's time for them (for steps/s).
+      sums: every metric summed over the window, host arrays `[S]`.
+      first_nonfinite_update: the first update whose loss or gradient norm was not finite, if any.
+      params_finite: `[S]` bool, the params at the sync are finite.
+      extra: mode-specific fields for the metrics line (the async pipeline's timings).
+    """
+
+    updates_done: int
+    num_iterations: int
+    elapsed_s: float
+    sums: dict
+    first_nonfinite_update: int | None
+    params_finite: Any
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+class Run:
+    """One run's directory, sinks, schedule, evaluations, best-so-far and checkpoints.
+
+    Build it with `Run.create` and use it as a context manager (Ctrl-C handling, sinks
+    closed at exit). Its state changes only inside `sync`.
+    """
+
+    def __init__(self, cfg: TrainConfig, evaluate: Callable[..., EvalResult], placement: Placement, *,
+                 run_dir: str, sinks: list, start_update: int = 0, best_eval_return: float | None = None,
+                 last_checkpoint: str | None = None, stop_after: int | None = None,
+                 wall_start: float | None = None):
+        self.cfg = cfg
+        self.placement = placement
+        self.schedule = Schedule.from_config(cfg)
+        self.run_dir = run_dir
+        self.start_update = start_update
+        self.best_eval_return = best_eval_return
+        self.last_checkpoint = last_checkpoint
+        self.last_eval: EvalResult | None = None
+        self.last_eval_stochastic: EvalResult | None = None  # with cfg.eval_stochastic
+        self.host_s = 0.0  # evaluation, checkpoints and logging at host syncs
+        self.eval_s = 0.0  # ... of which evaluation
+        self.checkpoint_s = 0.0  # ... of which checkpoints: the copy to the host, waits for the writer
+        self._writer = ckpt.CheckpointWriter()  # serialises and writes them while training goes on
+        self._sinks = sinks
+        self._stop = StopRequest()
+        self._stop_after = stop_after
+        self._wall_start = time.perf_counter() if wall_start is None else wall_start
+        if getattr(evaluate, "on_host", False):  # host envs (`host_rollout.HostEvaluator`): not jittable
+            self._evaluate = functools.partial(_evaluate_at, evaluate, cfg.seed, cfg.num_seeds)
+        else:
+            self._evaluate = jax.jit(functools.partial(_evaluate_at, evaluate, cfg.seed, cfg.num_seeds),
+                                     static_argnames="greedy")
+
+    @classmethod
+    def create(cls, cfg: TrainConfig, evaluate: Callable[..., EvalResult], placement: Placement, *,
+               console: bool = True, resume: dict | None = None, stop_after: int | None = None,
+               wall_start: float | None = None, extra_sinks: tuple = ()) -> "Run":
+        """Open the run directory (a fresh one, or the resumed run's), write config.json, open
+        the sinks (console, metrics.jsonl, TensorBoard, and any `extra_sinks`).
+
+        Args:
+          resume: the checkpoint a resumed run continues from (`checkpoint.load` plus its `path`).
+          stop_after: stop (with a checkpoint) at the first sync at or after this many updates.
+        """
+        if resume is None:
+            run_dir = run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
+        else:
+            run_dir = cfg.run_dir
+        run_dir_lib.write_json(os.path.join(run_dir, run_dir_lib.CONFIG_FILE), cfg.to_dict())
+        start_update = int((resume or {}).get("counters", {}).get("updates", 0))
+        sinks = metrics_lib.open_sinks(run_dir, cfg.env_steps, console, start_steps=start_update * cfg.batch_size,
+                                       tensorboard=cfg.tensorboard) + list(extra_sinks)
+        return cls(cfg, evaluate, placement, run_dir=run_dir, sinks=sinks, start_update=start_update,
+                   best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
+                   last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start)
+
+    def __enter__(self) -> "Run":
+        self._stop.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        self._stop.__exit__(exc_type, exc, traceback)
+        for sink in self._sinks:
+            sink.close()
+        try:
+            self._writer.close()  # the checkpoint in flight lands before the run returns or raises
+        except ckpt.CheckpointWriteError as error:
+            if exc is None:
+                raise
+            exc.add_note(str(error))  # the error already on its way stays the one raised
+
+    def timings(self) -> dict:
+        """The host syncs' time split (summary.json): `eval_s`, `checkpoint_s` (in the loop's
+        thread), `checkpoint_encode_s` and `checkpoint_write_s` (in the writer's, beside training)."""
+        return {"eval_s": self.eval_s, "checkpoint_s": self.checkpoint_s,
+                "checkpoint_encode_s": self._writer.encode_s, "checkpoint_write_s": self._writer.write_s}
+
+    # -- the sync step ---------------------------------------------------
+    def sync(self, window: Window, state: TrainState, *, extra_state: dict | None = None,
+             counters: dict | None = None) -> bool:
+        """The bookkeeping at one host sync; returns True when the loop must stop here.
+
+        Raises TrainingDiverged (naming the last good checkpoint, left intact) if the window
+        saw a non-finite loss, gradient or params. Otherwise writes the metrics line with the
+        evaluation the schedule asks for (keeping the best evaluation's state in best.ckpt),
+        and a checkpoint where the schedule says or the run stops. `extra_state` and
+        `counters` go into the checkpoints (what the loop needs to resume exactly).
+        The time it takes is counted in `host_s`, apart from the loop's.
+        """
+        start = time.perf_counter()
+        try:
+            updates = window.updates_done
+            check_finite({**window.sums, "params_finite": window.params_finite}, updates,
+                         window.first_nonfinite_update, self.last_checkpoint)
+            stopping = self._stop.requested or (self._stop_after is not None and updates >= self._stop_after)
+            record = {**self._window_record(window), **window.extra}
+            paths = []
+            if self.schedule.is_eval_point(updates) and self._evaluate_into(record, state, updates):
+                paths.append(os.path.join(ckpt.checkpoint_dir(self.run_dir), ckpt.BEST))
+            for sink in self._sinks:
+                sink.write(record)
+            numbered = self.schedule.is_checkpoint_point(updates) or stopping
+            if numbered:
+                paths.append(ckpt.numbered_path(self.run_dir, updates))
+            if paths:
+                # the last sync (the run's end or a stop) waits: its checkpoint is on disk when it returns
+                self._save(state, updates, paths, extra_state, counters, numbered,
+                           wait=stopping or updates == self.schedule.num_updates)
+                if numbered:
+                    self.last_checkpoint = paths[-1]
+            return stopping
+        finally:
+            self.host_s += time.perf_counter() - start
+
+    def evaluate(self, state: TrainState, updates: int, greedy: bool = True) -> EvalResult:
+        """Evaluate every seed on its own envs; the key depends only on the seed and the update."""
+        return jax.device_get(self._evaluate(state.learner.params, state.rollout.obs_stats, jnp.uint32(updates),
+                                             greedy=greedy))
+
+    def compile_evaluation(self, state: TrainState) -> None:
+        """Compile the evaluation programs the run will use and run each once (results dropped):
+        one-time work that otherwise lands in the first evaluation's host time (~0.4 s for the
+        reference config even with the persistent cache), so callers count it as compilation."""
+        for greedy in (True, False) if self.cfg.eval_stochastic else (True,):
+            self.evaluate(state, self.start_update, greedy=greedy)
+
+    def _evaluate_into(self, record: dict, state: TrainState, updates: int) -> bool:
+        """Evaluate into the metrics record; True when it is the best evaluation so far."""
+        start = time.perf_counter()
+        self.last_eval = self.evaluate(state, updates)
+        record.update(seed_means(self.last_eval.summary_per_seed("eval")))
+        if self.cfg.eval_stochastic:
+            self.last_eval_stochastic = self.evaluate(state, updates, greedy=False)
+            record.update(seed_means(self.last_eval_stochastic.summary_per_seed("eval_stochastic")))
+        score = record.get("eval_return_mean")
+        best = score is not None and (self.best_eval_return is None or score > self.best_eval_return)
+        if best:
+            self.best_eval_return = score
+        record["best_eval_return"] = self.best_eval_return
+        self.eval_s += time.perf_counter() - start
+        return best
+
+    def _save(self, state: TrainState, updates: int, paths: list[str], extra_state: dict | None,
+              counters: dict | None, prune: bool, wait: bool) -> None:
+        """Copy the checkpoint to the host and hand it to the writer (which prunes the numbered
+        checkpoints once it is written, where `prune`); with `wait`, until it is on disk."""
+        start = time.perf_counter()
+        counters = {"updates": updates, "env_steps": updates * self.cfg.batch_size, **(counters or {})}
+        extra = {"best_eval_return": self.best_eval_return, **(extra_state or {})}
+        if replay.holds_buffer(state):
+            extra[REPLAY_SAVED] = self.cfg.dqn.checkpoint_replay
+            if not self.cfg.dqn.checkpoint_replay:
+                state = replay.strip(state)
+        content = ckpt.host_content(state=state, config=metrics_lib.to_jsonable(self.cfg.to_dict()),
+                                    counters=counters, extra=extra)
+        keep, run_dir = self.cfg.keep_checkpoints, self.run_dir
+        self._writer.submit(paths, content, then=(lambda: ckpt.prune(run_dir, keep)) if prune else None)
+        if wait:
+            self._writer.wait()
+        self.checkpoint_s += time.perf_counter() - start
+
+    def _window_record(self, window: Window) -> dict:
+        """One metrics.jsonl line: means over seeds (per-seed lists for the episode return)."""
+        cfg = self.cfg
+        means = metrics_lib.finalize(window.sums, window.num_iterations)
+        record = {"iteration": window.updates_done, "env_steps": window.updates_done * cfg.batch_size,
+                  "num_seeds": cfg.num_seeds,
+                  "steps_per_second": cfg.num_seeds * window.num_iterations * cfg.batch_size / window.elapsed_s,
+                  "wall_s": time.perf_counter() - self._wall_start}
+        for name, value in means.items():
+            record[name] = metrics_lib.seed_mean(value)
+        if cfg.num_seeds > 1:
+            record["episode_return_per_seed"] = np.asarray(means["episode_return_mean"]).tolist()
+        if "gradient_steps" in window.sums:  # a replay learner (dqn, sac): its replay ratio, as held
+            record.update(replay_rates(float(np.sum(window.sums["gradient_steps"])),
+                                       cfg.num_seeds * window.num_iterations * cfg.batch_size, window.elapsed_s))
+        return record
+
+
+REPLAY_SAVED = "replay_saved"  # a checkpoint's extra: whether it holds the replay buffer
+
+
+def restore_training_state(template: TrainState, saved: dict, path: str) -> tuple[TrainState, bool]:
+    """The checkpoint's state in `template`'s structure, and whether its replay buffer had to be
+    left empty (saved without `--checkpoint-replay`: the buffer refills from the resumed run)."""
+    if replay.holds_buffer(template) and not saved["extra"].get(REPLAY_SAVED, True):
+        restored = ckpt.restore_state(replay.strip(template), saved["state"], path)
+        return replay.graft(restored, template), True
+    return ckpt.restore_state(template, saved["state"], path), False
+
+
+def _evaluate_at(evaluate: Callable[..., EvalResult], seed: int, num_seeds: int, params, obs_stats,
+                 updates: jax.Array, greedy: bool) -> EvalResult:
+    """Every seed's evaluation after `updates` updates, keys included, as one program: deriving the
+    keys outside it ran a few eager ops per evaluation (~5 ms each time, ~0.5 s the first)."""
+    keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, EVAL_STREAM), updates))(
+        seed_keys(seed, num_seeds))
+    return over_seeds(lambda p, s, k: evaluate(p, s, k, greedy=greedy), num_seeds)(params, obs_stats, keys)
+
+
+def replay_rates(gradient_steps: float, samples: int, elapsed_s: float) -> dict:
+    """A replay learner's rates over a stretch of training, all seeds together:
+    `gradient_steps_per_second` and `samples_per_gradient_step` (env transitions added to the
+    buffers per gradient step: num_envs*num_steps / replay_ratio once learning has started;
+    None while no gradient step was taken)."""
+    return {"gradient_steps_per_second": gradient_steps / elapsed_s if elapsed_s > 0 else None,
+            "samples_per_gradient_step": samples / gradient_steps if gradient_steps > 0 else None}
+
+
+def seed_means(per_seed: dict) -> dict:
+    """{name: [S] values} -> {name: mean over seeds}, plus the per-seed list of the mean return."""
+    out = {name: metrics_lib.seed_mean(values) for name, values in per_seed.items()}
+    for name, values in per_seed.items():
+        if name.endswith("_return_mean") and np.size(values) > 1:
+            out[name.replace("_mean", "_per_seed")] = np.asarray(values).tolist()
+    return out

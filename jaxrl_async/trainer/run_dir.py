@@ -1,0 +1,69 @@
+"""The run directory: `config.json`, `metrics.jsonl`, `summary.json`, `checkpoints/`."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxrl_async.trainer.metrics import METRICS_FILE, to_jsonable
+
+CONFIG_FILE = "config.json"
+SUMMARY_FILE = "summary.json"
+
+
+def default_run_dir(env_id: str, algo: str) -> str:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    return os.path.join("runs", f"{env_id}-{algo}-{stamp}")
+
+
+def create_run_dir(path: str) -> str:
+    """Make a fresh run directory; refuse one that already holds a run."""
+    if os.path.exists(os.path.join(path, METRICS_FILE)):
+        raise ValueError(f"run directory {path!r} already holds a run: choose another --run-dir, "
+                         f"or continue it with --resume {path}")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def write_json(path: str, data: Any) -> None:
+    """Write JSON atomically (temporary file, fsync, rename): a reader never sees half a file."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(to_jsonable(data), f, indent=2)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def load_config(run_dir: str):
+    """The TrainConfig a run was started with; a clear error for a directory that is not a run."""
+    from jaxrl_async.config import TrainConfig
+
+    path = os.path.join(run_dir, CONFIG_FILE)
+    if not os.path.isfile(path):
+        raise ValueError(f"{run_dir!r} is not a jaxrl_async run directory (no {CONFIG_FILE}); "
+                         "pass a directory that jaxrl-async train wrote")
+    try:
+        return TrainConfig.from_dict(read_json(path))
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{path} is not a valid run config ({error}); was it edited by hand?") from None
+
+
+def params_digest(params: Any) -> str:
+    """SHA-256 over the bytes of every leaf, in tree order: equal digests = identical params."""
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(params):
+        digest.update(np.ascontiguousarray(np.asarray(leaf)).tobytes())
+    return digest.hexdigest()

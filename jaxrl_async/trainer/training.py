@@ -1,0 +1,195 @@
+"""Training: `train(cfg)` builds a run's pieces, opens its host side and runs the mode's loop.
+
+    result = train(TrainConfig(env="CartPole-v1", total_timesteps=500_000))
+    result.summary["final_eval_return_mean"]
+
+The loops (`fused.train_fused`, `async_train.train_async`) do only their mode's work and
+hand each host sync to the run's one sync step (`run.Run.sync`): metrics, evaluation,
+checkpoints, the stop request. This module picks the mode, restores a resumed run and
+writes `summary.json`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxrl_async.trainer import checkpoint as ckpt
+from jaxrl_async.trainer import run_dir as run_dir_lib
+from jaxrl_async.trainer.build import Components, build, initial_states
+from jaxrl_async.config import TrainConfig
+from jaxrl_async.rollout.evaluate import EvalResult
+from jaxrl_async.trainer.fused import train_fused
+from jaxrl_async.trainer.run import Run, TrainingDiverged, replay_rates, restore_training_state
+from jaxrl_async.trainer.sharding import Placement
+from jaxrl_async.types import TrainState
+
+__all__ = ["TrainResult", "TrainingDiverged", "load_resume", "make_summary", "train"]
+
+
+@dataclasses.dataclass
+class TrainResult:
+    summary: dict
+    state: TrainState  # leading seed axis [S]
+    run_dir: str | None
+    eval_result: EvalResult | None = None
+    completed: bool = True  # False when stopped early (Ctrl-C or stop_after_updates)
+
+
+def load_resume(cfg: TrainConfig, c: Components, template: TrainState) -> tuple[TrainState, dict]:
+    """The latest checkpoint of `cfg.run_dir`, checked against this config."""
+    path = ckpt.latest_checkpoint(cfg.run_dir)
+    if path is None:
+        raise ckpt.CheckpointError(f"{cfg.run_dir!r} has no checkpoint to resume from "
+                                   f"(looked in {ckpt.checkpoint_dir(cfg.run_dir)}); start a new run instead")
+    saved = ckpt.load(path)
+    TrainConfig.from_dict(saved["config"]).check_resumable_as(cfg)
+    done = int(saved["counters"]["updates"])
+    if done >= cfg.num_updates:
+        raise ValueError(f"run {cfg.run_dir!r} already has {done} updates ({done * cfg.batch_size} env steps); "
+                         "pass a larger --total-timesteps to extend it")
+    state, replay_refilled = restore_training_state(template, saved, path)
+    # the hyperparameters are this config's (a resume may change them), not the checkpoint's
+    state = state.replace(learner=state.learner.replace(hparams=template.learner.hparams))
+    return state, {**saved, "path": path, "replay_refilled": replay_refilled}
+
+
+def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume: bool = False,
+          stop_after_updates: int | None = None) -> TrainResult:
+    """Train `cfg.num_seeds` seeds; write the run directory; return the summary and final state.
+
+    Args:
+      cfg: the run's configuration (`cfg.mode` picks fused or async).
+      console: print progress lines.
+      hparams: optional algorithm hyperparameters with a leading `[S]` axis (a sweep
+        vmapped inside one jit); default: the config's values for every seed.
+      resume: continue the run in `cfg.run_dir` from its latest checkpoint.
+      stop_after_updates: stop (with a checkpoint) at the first host sync at or after
+        this many updates, as Ctrl-C does; `--resume` continues exactly from there.
+    """
+    wall_start = time.perf_counter()
+    c = build(cfg)  # bad input (an unknown env id, say) fails before anything is written
+    if resume and not cfg.run_dir:
+        raise ValueError("resume needs the run directory: --resume RUN_DIR")
+    placement = Placement(cfg.devices, cfg.num_seeds, cfg.num_envs)
+    setup_start = time.perf_counter()
+    state = initial_states(c, hparams)
+    setup_compile_s = time.perf_counter() - setup_start
+    saved = None
+    if resume:
+        state, saved = load_resume(cfg, c, state)
+        if saved["replay_refilled"] and console:
+            print(f"resume: {saved['path']} holds no replay buffer (saved without --checkpoint-replay); the "
+                  f"buffer refills from empty and learning waits for {cfg.dqn.learning_starts} transitions, so "
+                  "this run will not match one that never stopped", flush=True)
+    state = placement.place(state)
+    gradient_steps_before = _gradient_steps(state)
+    if console and placement.num_devices > 1:
+        print(f"placement: {placement.describe()}", flush=True)
+    with Run.create(cfg, c.evaluate, placement, console=console, resume=saved, stop_after=stop_after_updates,
+                    wall_start=wall_start) as run:
+        eval_compile_start = time.perf_counter()
+        run.compile_evaluation(state)
+        eval_compile_s = time.perf_counter() - eval_compile_start
+        setup_compile_s += eval_compile_s
+        if cfg.mode == "fused":
+            state, timing = train_fused(c, run, state)
+        else:
+            from jaxrl_async.trainer.asynchronous.loop import train_async  # the pipeline, only when asked for
+
+            state, timing = train_async(c, run, state, saved)
+    timing["compile_s"] += setup_compile_s
+    done = timing.pop("updates_done")
+    if done < cfg.num_updates:
+        if console:
+            print(f"stopped at update {done}; checkpoint {run.last_checkpoint}; continue with: "
+                  f"jaxrl-async train --resume {run.run_dir}", flush=True)
+        return TrainResult({"updates_done": done, "checkpoint": run.last_checkpoint}, state, run.run_dir,
+                           completed=False)
+    summary = make_summary(cfg, state, run.last_eval, stochastic_eval=run.last_eval_stochastic,
+                           wall_s=time.perf_counter() - wall_start, updates_trained=done - run.start_update,
+                           best_eval_return=run.best_eval_return, eval_checkpoint_s=run.host_s,
+                           eval_compile_s=eval_compile_s, **run.timings(),
+                           devices=placement.num_devices, sharding=placement.layout, speed=c.speed.as_dict(),
+                           **timing)
+    if gradient_steps_before is not None:  # a replay learner (dqn, sac)
+        summary.update(replay_summary(cfg, state, _gradient_steps(state) - gradient_steps_before,
+                                      done - run.start_update, timing["train_s"]))
+    if saved is not None and saved["replay_refilled"]:
+        summary["replay_refilled"] = True  # resumed from a checkpoint without the replay buffer
+    run_dir_lib.write_json(os.path.join(run.run_dir, run_dir_lib.SUMMARY_FILE), summary)
+    if console:
+        stochastic = summary.get("final_eval_return_stochastic_mean")
+        print(f"final greedy return {summary['final_eval_return_mean']:.2f} "
+              f"(per seed {[round(r, 2) for r in summary['final_eval_return']]})"
+              + ("" if stochastic is None else f", stochastic {stochastic:.2f}") + f"; run dir {run.run_dir}")
+    return TrainResult(summary, state, run.run_dir, run.last_eval)
+
+
+def _gradient_steps(state: TrainState) -> int | None:
+    """Gradient steps taken so far, all seeds together; None for a learner without replay."""
+    steps = getattr(state.learner, "gradient_steps", None)
+    return None if steps is None else int(np.sum(jax.device_get(steps)))
+
+
+def replay_summary(cfg: TrainConfig, state: TrainState, gradient_steps: int, updates_trained: int,
+                   train_s: float) -> dict:
+    """summary.json's replay figures: the rates over the steady-state training loop
+    (`run.replay_rates`), the gradient steps this process took and the final buffer fill
+    (transitions held / capacity, mean over seeds)."""
+    buffer = state.learner.replay
+    capacity_rows = jax.tree.leaves(buffer.storage)[0].shape[1] if jax.tree.leaves(buffer.storage) else 0
+    fill = float(np.mean(jax.device_get(buffer.size))) / capacity_rows if capacity_rows else 0.0
+    return {**replay_rates(gradient_steps, cfg.num_seeds * updates_trained * cfg.batch_size, train_s),
+            "gradient_steps": gradient_steps, "replay_fill": fill}
+
+
+def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *, wall_s: float,
+                 compile_s: float, train_s: float, updates_trained: int,
+                 stochastic_eval: EvalResult | None = None, **extra) -> dict:
+    """summary.json; `steps_per_second` counts the steps trained in this process (all seeds).
+
+    Where the time went: `wall_s` = `compile_s` (of which `eval_compile_s`, compiling and first
+    running the evaluation) + `train_s` + `eval_checkpoint_s` (the host syncs: `eval_s`,
+    `checkpoint_s` in the loop's thread, the metrics line) + setup; `checkpoint_encode_s` and
+    `checkpoint_write_s` are the checkpoint writer's, beside training. `eval_checkpoint_fraction`
+    is `eval_checkpoint_s / train_s`, what evaluation and checkpoints add to training.
+
+    `final_eval_return*` is the greedy policy's; with `stochastic_eval` (cfg.eval_stochastic) the
+    sampling policy's return, the figure peers such as PureJaxRL report, is added beside it as
+    `final_eval_return_stochastic*`.
+    """
+    per_seed = eval_result.summary_per_seed("eval")
+    stochastic = {}
+    if stochastic_eval is not None:
+        returns = stochastic_eval.summary_per_seed("eval")["eval_return_mean"]
+        stochastic = {"final_eval_return_stochastic": np.asarray(returns).tolist(),
+                      "final_eval_return_stochastic_mean": float(np.nanmean(returns))}
+    params = state.learner.params
+    digests = [run_dir_lib.params_digest(jax.tree.map(lambda x: x[i], params)) for i in range(cfg.num_seeds)]
+    return {
+        "env_id": cfg.env,
+        "algo": cfg.algo,
+        "mode": cfg.mode,
+        "num_seeds": cfg.num_seeds,
+        "env_steps": cfg.env_steps,
+        "num_updates": cfg.num_updates,
+        "final_eval_return": np.asarray(per_seed["eval_return_mean"]).tolist(),
+        "final_eval_return_mean": float(np.nanmean(per_seed["eval_return_mean"])),
+        "final_eval_episodes": int(np.min(per_seed["eval_episodes"])),
+        **stochastic,
+        "wall_s": wall_s,
+        "compile_s": compile_s,
+        "train_s": train_s,
+        "steps_per_second": cfg.num_seeds * updates_trained * cfg.batch_size / train_s if train_s > 0 else None,
+        "params_digest": digests,
+        **extra,
+        **({"eval_checkpoint_fraction": extra["eval_checkpoint_s"] / train_s}
+           if "eval_checkpoint_s" in extra and train_s > 0 else {}),
+    }
+
