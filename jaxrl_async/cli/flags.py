@@ -26,13 +26,14 @@ def _one_line(text: str) -> str:
     return " ".join(message) or (lines[0] if lines else "invalid arguments")
 
 
-def parse(cls, args: list[str], prog: str, default=None):
-    """tyro.cli with flat flags; its errors become one line on stderr and exit code 2."""
+def parse(cls, args: list[str], prog: str, default=None, markers: tuple = ()):
+    """tyro.cli with flat flags (and `markers`, tyro.conf's); its errors become one line on
+    stderr and exit code 2."""
     buffer = io.StringIO()
     try:
         with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
             return tyro.cli(cls, args=args, prog=prog, default=default,
-                            config=(tyro.conf.OmitArgPrefixes,))
+                            config=(tyro.conf.OmitArgPrefixes, *markers))
     except SystemExit as exit_:
         if exit_.code:
             print(f"{prog}: error: {_one_line(buffer.getvalue())}", file=sys.stderr)
