@@ -35,6 +35,28 @@ def test_bad_input_exits_2_with_one_line(flags, must_mention, capsys, tmp_path):
     assert not run_dir.exists()  # nothing written for a run that never started
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--num-env", "4"], "Unrecognized options: --num-env, 4"),
+    (["--eval-stochastic", "x"], "Unrecognized options: x"),
+    (["--algo", "foo"], "invalid choice 'foo' for argument '--algo'"),
+    (["--env"], "Missing value for argument"),
+    (["--hidden-sizes"], "Error parsing config.network: hidden_sizes=() is invalid"),
+], ids=["unknown-flag", "stray-value", "bad-choice", "no-value", "refused-by-the-config"])
+def test_flag_errors_name_the_flag(flags, message, capsys):
+    assert main(["train", *flags]) == 2
+    assert message in _error_line(capsys)
+
+
+def test_train_help_shows_the_defaults_the_flags_given_pick(capsys):
+    # the preset of the env given, wherever --help stands; the other flags given do not change it
+    for argv in (["--env", "Breakout-MinAtar", "--help"], ["-h", "--num-envs", "8", "--env=Breakout-MinAtar"]):
+        assert main(["train", *argv]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("usage: jaxrl-async train")
+        line = next(line for line in out.splitlines() if "--num-envs INT" in line)
+        assert "(default: 256)" in line, line
+
+
 def test_unknown_command_exits_2(capsys):
     assert main(["trian"]) == 2
     assert "unknown command 'trian'" in capsys.readouterr().err

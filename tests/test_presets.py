@@ -92,6 +92,30 @@ def test_the_preset_flag(flags, preset):
         assert cfg == presets.PRESETS[preset].apply(base)
 
 
+def test_the_flags_are_parsed_once_as_tyro_parses_them():
+    # the flags that pick the defaults are tyro's like any other: the last one given wins, in
+    # either form, and the defaults come from that value
+    assert parse_train(["--env", "CartPole-v1", "--env=Breakout-MinAtar"]).config == presets.config_for("Breakout-MinAtar")
+    assert parse_train(["--env=Pendulum-v1", "--algo", "sac", "--algo=ppo"]).config.preset == "Pendulum-v1:ppo"
+    cfg = parse_train(["--env", "Breakout-MinAtar", "--preset=CartPole-v1", "--preset", "none", "--num_envs", "8"]).config
+    assert cfg == dataclasses.replace(TrainConfig(env="Breakout-MinAtar"), num_envs=8)
+    # `--resume None` is tyro's None (`--resume {None}|STR`): a new run, from the env's preset
+    command = parse_train(["--resume", "None", "--env", "Breakout-MinAtar"])
+    assert command.resume is None and command.config == presets.config_for("Breakout-MinAtar")
+
+
+def test_a_flag_given_with_the_plain_default_still_beats_the_preset():
+    # Breakout-MinAtar's preset: 256 envs, learning rate 5e-3; Acrobot-v1's normalises observations
+    plain, breakout = TrainConfig(), presets.config_for("Breakout-MinAtar")
+    assert breakout.num_envs != plain.num_envs and breakout.learner.learning_rate != plain.learner.learning_rate
+    cfg = parse_train(["--env", "Breakout-MinAtar", "--num-envs", str(plain.num_envs),
+                       f"--learning-rate={plain.learner.learning_rate}"]).config
+    assert cfg.num_envs == plain.num_envs and cfg.learner.learning_rate == plain.learner.learning_rate
+    assert cfg.num_steps == breakout.num_steps and cfg.preset == "Breakout-MinAtar"  # the rest is the preset's
+    assert presets.config_for("Acrobot-v1").normalize_obs and not plain.normalize_obs
+    assert not parse_train(["--env", "Acrobot-v1", "--no-normalize-obs"]).config.normalize_obs
+
+
 def test_an_env_without_a_preset_gets_the_defaults():
     assert parse_train(["--env", "Pong-misc"]).config == TrainConfig(env="Pong-misc")
 
@@ -118,6 +142,13 @@ def test_resume_keeps_the_saved_config_and_applies_no_preset(tmp_path):
     cfg = parse_train(["--resume", run_dir, "--total-timesteps", "9000"]).config
     assert cfg == dataclasses.replace(saved, total_timesteps=9000, run_dir=run_dir)
     assert cfg.preset == "none" and cfg.num_envs == 8 and cfg.learner.learning_rate == 1e-3
+
+
+def test_resume_takes_flags_over_the_saved_config_even_at_their_plain_default(tmp_path):
+    saved = dataclasses.replace(presets.config_for("Breakout-MinAtar", "none"), num_envs=8, num_steps=16)
+    run_dir = _saved_run(tmp_path, saved)
+    cfg = parse_train([f"--resume={run_dir}", "--num-envs", str(TrainConfig.num_envs)]).config
+    assert cfg == dataclasses.replace(saved, num_envs=TrainConfig.num_envs, run_dir=run_dir)
 
 
 def test_resume_refuses_a_preset(tmp_path, capsys):

@@ -1,6 +1,7 @@
-"""Command-line flags from a config dataclass (tyro), with errors as one line on stderr and exit code 2.
+"""Command-line flags from config dataclasses (tyro), with errors as one line on stderr and exit code 2.
 
-Shared by the `jaxrl-async` commands and the benchmark suite.
+Shared by the `jaxrl-async` commands (`main.py`) and the benchmark suite (`bench/suite.py`, which
+`main.py` runs: a module of its own below both, so that neither imports the other back).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+from typing import NoReturn
 
 import tyro
 
@@ -26,14 +28,22 @@ def _one_line(text: str) -> str:
     return " ".join(message) or (lines[0] if lines else "invalid arguments")
 
 
-def parse(cls, args: list[str], prog: str, default=None, markers: tuple = ()):
+def refuse(prog: str, message: str) -> NoReturn:
+    """Exit as a tyro parse error does: `message` as one line on stderr, exit code 2."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def parse(cls, args: list[str], prog: str, default=None, markers: tuple = (), add_help: bool = True,
+          return_unknown_args: bool = False):
     """tyro.cli with flat flags (and `markers`, tyro.conf's); its errors become one line on
-    stderr and exit code 2."""
+    stderr and exit code 2. `add_help` and `return_unknown_args` as in tyro.cli."""
     buffer = io.StringIO()
     try:
         with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-            return tyro.cli(cls, args=args, prog=prog, default=default,
-                            config=(tyro.conf.OmitArgPrefixes, *markers))
+            return tyro.cli(cls, args=args, prog=prog, add_help=add_help, return_unknown_args=return_unknown_args,
+                            config=(tyro.conf.OmitArgPrefixes, *markers),
+                            **({} if default is None else {"default": default}))
     except SystemExit as exit_:
         if exit_.code:
             print(f"{prog}: error: {_one_line(buffer.getvalue())}", file=sys.stderr)

@@ -6,6 +6,11 @@ kebab-case flag: `--num-envs`, `--learning-rate`, `--hidden-sizes 64 64`, ...
 Bad input exits with code 2 and one line saying what is wrong (`--debug` shows
 the traceback).
 
+`train` parses its flags once, with tyro, into the fields given and only those
+(`_given_train_flags`); its defaults are picked from them (a resumed run's config, or the preset
+of --env, --algo and --preset) and the fields given are set over the defaults (`_over`): a flag
+given always wins, even at its plain default's value.
+
 The commands answer at once: this module and what it imports at the top (the config
 dataclasses, the presets, the static env ids) import no tyro, JAX, gymnax or flax; a command
 imports tyro (`flags.py`) once it parses, and JAX only once its flags are valid and it has work
@@ -17,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import traceback
+import typing
 
 from jaxrl_async.trainer import presets
 from jaxrl_async.config import TrainConfig
@@ -59,6 +65,8 @@ class EvalCommand:
     """Show the full traceback of an error."""
 
 
+TRAIN = "jaxrl-async train"
+
 USAGE = """usage: jaxrl-async COMMAND [FLAGS]
 
 commands:
@@ -77,74 +85,114 @@ def _fail(prog: str, error: BaseException, debug: bool, code: int = 2) -> int:
     return code
 
 
-def _flag_value(args: list[str], flag: str) -> str | None:
-    """The value given to `flag` (`--flag V` or `--flag=V`; the last one wins, as in tyro), else None."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
-    return value
+def _given_type(cls: type) -> type:
+    """A TypedDict of the dataclass `cls`'s fields, its nested dataclasses mirrored likewise, with
+    no key required (total=False): tyro (1.0 or later; 0.9 refuses its bool and optional fields)
+    parses a command line into it with a key for each flag given, its value of the field's type,
+    and no default filled in for the others."""
+    hints = typing.get_type_hints(cls)
+    fields = {field.name: hints[field.name] for field in dataclasses.fields(cls)}
+    return typing.TypedDict(cls.__name__, {name: _given_type(kind) if dataclasses.is_dataclass(kind) else kind
+                                           for name, kind in fields.items()}, total=False)
 
 
-def _with_flag(args: list[str], flag: str, value: str) -> list[str]:
-    """`args` with every value given to `flag` replaced by `value`."""
-    out = list(args)
-    for i, arg in enumerate(out):
-        if arg == flag and i + 1 < len(out):
-            out[i + 1] = value
-        elif arg.startswith(flag + "="):
-            out[i] = f"{flag}={value}"
-    return out
+def _given_train_flags(args: list[str]) -> tuple[dict, bool]:
+    """The flags given to `train`, parsed once by tyro: the fields set, each to its value (the
+    last one given, as tyro takes it), nested as in TrainCommand; and whether help was asked for.
+
+    The defaults they override depend on some of them (--env, --algo, --preset, --resume), so
+    tyro parses into a mirror of TrainCommand without defaults (`_given_type`), and the help,
+    which shows those defaults, is answered once they are known (`_train_command_from`).
+
+    Raises SystemExit after a one-line error on stderr (`flags.parse`)."""
+    from jaxrl_async.cli.flags import parse, refuse
+
+    given, unknown = parse(_given_type(TrainCommand), args, TRAIN, add_help=False, return_unknown_args=True)
+    wants_help = any(arg in ("-h", "--help") for arg in unknown)
+    if unknown and not wants_help:
+        refuse(TRAIN, f"Unrecognized options: {', '.join(unknown)}")
+    return given, wants_help
 
 
-def _default_command(args: list[str]) -> tuple[TrainCommand, list[str]]:
-    """The defaults the flags are parsed over, and the flags to parse: a resumed run's saved
-    config, else the plain defaults with the chosen preset over them (`--preset auto` resolved
-    to the preset's name, which config.json records). Raises ValueError for bad input."""
-    resume_dir, preset = _flag_value(args, "--resume"), _flag_value(args, "--preset")
+def _default_command(given: dict) -> TrainCommand:
+    """What the flags given override: a resumed run's saved config, else the plain defaults with
+    the chosen preset over them (`--preset auto` resolved to the preset's name, which config.json
+    records). Raises ValueError for bad input."""
+    flags = given.get("config", {})
+    resume_dir, preset = given.get("resume"), flags.get("preset")
     if resume_dir is not None:
         if preset is not None:
             raise ValueError("--preset cannot be given with --resume: a resumed run keeps the config it was "
                              "started with (config.json); drop --preset")
         from jaxrl_async.trainer.run_dir import load_config
 
-        return TrainCommand(config=load_config(resume_dir), resume=resume_dir), args
-    env = _flag_value(args, "--env") or TrainConfig.env
-    # an env's preset names its learner (PPO unless it says): --algo naming another starts from
-    # that learner's own preset (sac), else from the plain defaults, unless one is asked for by name
-    algo = _flag_value(args, "--algo")
+        return TrainCommand(config=load_config(resume_dir), resume=resume_dir)
+    env = flags.get("env", TrainConfig.env)
     # a host env is stepped by the async mode's actor thread: that is its default mode
     base = TrainConfig(mode="async") if host_env_kind(env) else None
-    config = presets.config_for(env, preset or presets.AUTO, base=base, algo=algo)
-    if preset is not None:
-        args = _with_flag(args, "--preset", config.preset)
-    return TrainCommand(config=config), args
+    # an env's preset names its learner (PPO unless it says): --algo naming another starts from
+    # that learner's own preset (sac), else from the plain defaults, unless one is asked for by name
+    return TrainCommand(config=presets.config_for(env, preset or presets.AUTO, base=base, algo=flags.get("algo")))
 
 
-def parse_train(args: list[str]) -> TrainCommand:
-    """The train command's flags over its defaults (`_default_command`).
+class _Refused(Exception):
+    """A value given that a config's checks refuse: the message names the config, as tyro does."""
+
+
+def _over(default, given: dict, where: str = ""):
+    """The dataclass `default` with the values `given` over it, nested dataclasses likewise."""
+    if not given:
+        return default
+    nested = {name: _over(getattr(default, name), value, f"{where}.{name}" if where else name)
+              for name, value in given.items() if isinstance(value, dict)}
+    try:
+        return dataclasses.replace(default, **{**given, **nested})
+    except ValueError as error:  # a check of the config's own (__post_init__)
+        raise _Refused(f"Error parsing {where or type(default).__name__}: "
+                       f"{error.args[0] if error.args else error}") from error
+
+
+def _train_command_from(given: dict, wants_help: bool) -> TrainCommand:
+    """The flags given over their defaults (`_default_command`); the help over those defaults
+    where it was asked for.
 
     Raises:
-      ValueError: bad input found before tyro parses (an unknown preset, an unreadable run).
-      SystemExit: from tyro, after it printed the help or a one-line error (`flags.parse`).
+      ValueError: bad input to the defaults (an unknown preset or env, an unreadable run).
+      SystemExit: after the help, or a one-line error for a value a config refuses.
     """
-    from jaxrl_async.cli.flags import parse
+    from jaxrl_async.cli.flags import parse, refuse
 
-    default, args = _default_command(args)
-    command = parse(TrainCommand, args, "jaxrl-async train", default=default)
+    default = _default_command(given)
+    if wants_help:
+        parse(TrainCommand, ["--help"], TRAIN, default=default)  # prints it, exits
+    # the preset picked the defaults, and they record it by name ('auto' resolved)
+    flags = {name: value for name, value in given.get("config", {}).items() if name != "preset"}
+    try:
+        command = _over(default, {**given, "config": flags})
+    except _Refused as error:
+        refuse(TRAIN, str(error))
     if command.resume is not None:
         command = dataclasses.replace(command, config=dataclasses.replace(command.config, run_dir=command.resume))
     return command
 
 
+def parse_train(args: list[str]) -> TrainCommand:
+    """The train command's flags, parsed once, over their defaults (`_given_train_flags`,
+    `_train_command_from`).
+
+    Raises:
+      ValueError: bad input to the defaults (an unknown preset or env, an unreadable run).
+      SystemExit: after the help, or a one-line error on stderr (an unknown flag, a bad value).
+    """
+    return _train_command_from(*_given_train_flags(args))
+
+
 def train_command(args: list[str], cpu_runtime: bool = False) -> int:
-    prog = "jaxrl-async train"
+    given, wants_help = _given_train_flags(args)
     try:
-        command = parse_train(args)
+        command = _train_command_from(given, wants_help)
     except ValueError as error:
-        return _fail(prog, error, "--debug" in args)
+        return _fail(TRAIN, error, given.get("debug", False))
     config = command.config
     _start_jax(cpu_runtime)  # JAX starts only once the flags are valid
     from jaxrl_async.trainer.runtime import configure_compilation_cache
@@ -154,9 +202,9 @@ def train_command(args: list[str], cpu_runtime: bool = False) -> int:
         configure_compilation_cache(command.compilation_cache)
         result = train(config, resume=command.resume is not None)
     except FloatingPointError as error:  # divergence: the message names the last good checkpoint
-        return _fail(prog, error, command.debug, code=1)
+        return _fail(TRAIN, error, command.debug, code=1)
     except (ValueError, FileNotFoundError) as error:
-        return _fail(prog, error, command.debug)
+        return _fail(TRAIN, error, command.debug)
     return 0 if result.completed else 130  # stopped by Ctrl-C, with a checkpoint written
 
 
