@@ -38,7 +38,7 @@ from typing import Literal
 from experiments import dqn_cartpole
 from experiments.common import last_json
 from jaxrl_async.trainer import presets
-from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig, ReplayConfig, TrainConfig
 from jaxrl_async.cli.flags import parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,8 +65,8 @@ DQN_BREAKOUT = TrainConfig(
     env="Breakout-MinAtar", algo="dqn", num_envs=8, num_steps=1, total_timesteps=1_000_000,
     network=NetworkConfig(hidden_sizes=(64, 64), activation="relu", torso="mlp"),
     learner=LearnerConfig(learning_rate=2.5e-4, anneal_lr=False, max_grad_norm=10.0, gamma=0.99),
-    dqn=DQNConfig(replay_capacity=100_000, learning_starts=10_000, replay_ratio=2, replay_batch_size=64,
-                  target_update_period=250, epsilon_end=0.01, epsilon_decay_fraction=0.1))
+    replay=ReplayConfig(replay_capacity=100_000, learning_starts=10_000, replay_ratio=2, replay_batch_size=64),
+    dqn=DQNConfig(target_update_period=250, epsilon_end=0.01, epsilon_decay_fraction=0.1))
 
 CASES = {
     # the #14 reference: PureJaxRL's CartPole config = our CartPole-v1 preset
@@ -74,9 +74,7 @@ CASES = {
                     ("ppo", "cartpole_pjrl"), ("ppo", "CartPole-v1", "pjrl")),
     "dqn": PeerCase(DQN_CARTPOLE, ("dqn", "cartpole_ours"), ("dqn", "CartPole-v1", "ours")),
     # the same DQN in rejax's layout (8 envs x 1 step, then 4 gradient steps): the same program shape both sides
-    "dqn-1step": PeerCase(dataclasses.replace(DQN_CARTPOLE, num_steps=1,
-                                              dqn=dataclasses.replace(DQN_CARTPOLE.dqn, replay_ratio=4,
-                                                                      target_update_period=128)),
+    "dqn-1step": PeerCase(DQN_CARTPOLE.with_fields(num_steps=1, replay_ratio=4, target_update_period=128),
                           ("dqn", "cartpole_ours"), ("dqn", "CartPole-v1", "ours")),
     "sac": PeerCase(presets.config_for("Pendulum-v1", algo="sac"), ("sac", "pendulum_ours"),
                     ("sac", "Pendulum-v1", "ours")),

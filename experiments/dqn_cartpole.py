@@ -28,7 +28,7 @@ import numpy as np
 from experiments.common import (StudyArgs, greedy_summary, parse_args, print_table, run_comparison, run_script,
                                  run_study)
 from jaxrl_async import TrainConfig
-from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig
+from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig, ReplayConfig
 
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult
@@ -37,10 +37,9 @@ CONFIG = TrainConfig(
     env="CartPole-v1", algo="dqn", num_envs=8, num_steps=32, total_timesteps=300_000,
     network=NetworkConfig(hidden_sizes=(64, 64), activation="relu"),
     learner=LearnerConfig(learning_rate=2.3e-3, anneal_lr=True, max_grad_norm=10.0, gamma=0.99),
-    dqn=DQNConfig(replay_capacity=100_000, learning_starts=1_000, replay_ratio=128, replay_batch_size=64,
-                  target_update_period=128, epsilon_end=0.04, epsilon_decay_fraction=0.16))
-PER_CONFIG = dataclasses.replace(CONFIG, dqn=dataclasses.replace(CONFIG.dqn, priority_exponent=0.6,
-                                                                 priority_weight_exponent=0.4))
+    replay=ReplayConfig(replay_capacity=100_000, learning_starts=1_000, replay_ratio=128, replay_batch_size=64),
+    dqn=DQNConfig(target_update_period=128, epsilon_end=0.04, epsilon_decay_fraction=0.16))
+PER_CONFIG = CONFIG.with_fields(priority_exponent=0.6, priority_weight_exponent=0.4)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,6 +32,8 @@ def host_env_kind(env_id: str) -> str | None:
     return next((prefix for prefix in HOST_ENV_PREFIXES if str(env_id).startswith(prefix)), None)
 
 
+# The learners' names, as `--algo` takes them (the registry: `algorithms/__init__.py`)
+ALGORITHMS = ("ppo", "a2c", "reinforce", "impala", "dqn", "sac")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "elu")
 MATMUL_PRECISIONS = ("default", "float32", "tensorfloat32", "bfloat16")
 
@@ -130,11 +132,9 @@ class LearnerConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig:
-    """DQN (--algo dqn): the replay buffer, the target network and the exploration schedule.
-    The learning rate, its annealing, gamma and max_grad_norm are the learner flags. The replay
-    flags (replay_capacity, learning_starts, replay_ratio, replay_batch_size, n_step,
-    checkpoint_replay, priority_*) are SAC's too: one buffer, one set of flags, for both off-policy learners."""
+class ReplayConfig:
+    """The replay buffer of the off-policy learners (--algo dqn, --algo sac): one buffer, one set
+    of flags for both."""
 
     replay_capacity: int = 100_000
     """DQN, SAC: transitions the replay buffer holds per seed (rounded down to whole rows of num_envs)."""
@@ -146,20 +146,6 @@ class DQNConfig:
     """DQN, SAC: transitions sampled (uniformly, or by priority: priority_exponent) per gradient step."""
     n_step: int = 1
     """DQN, SAC: steps in the return before bootstrapping (cut at terminations and time limits)."""
-    huber_delta: float = 10.0
-    """DQN: the Huber loss's quadratic range (1.0 is the Nature DQN's error clipping, made for clipped rewards; with CartPole's unclipped returns it let Q diverge)."""
-    double_q: bool = True
-    """DQN: Double DQN (the online network picks the bootstrap action, the target network values it)."""
-    target_update_period: int = 500
-    """DQN: gradient steps between target-network updates."""
-    target_update_tau: float = 1.0
-    """DQN: the target update's step, target <- tau*online + (1-tau)*target (1.0: a copy; e.g. 0.005 with period 1: Polyak)."""
-    epsilon_start: float = 1.0
-    """DQN: exploration rate at the start."""
-    epsilon_end: float = 0.05
-    """DQN: exploration rate after the decay."""
-    epsilon_decay_fraction: float = 0.5
-    """DQN: fraction of total_timesteps over which epsilon decays linearly to epsilon_end."""
     checkpoint_replay: bool = False
     """DQN, SAC: save the replay buffer in checkpoints (a resume is then bit-identical; without it the buffer refills)."""
     priority_exponent: float = 0.0
@@ -176,14 +162,6 @@ class DQNConfig:
         _check(self.replay_ratio >= 1, "replay_ratio", self.replay_ratio, "must be >= 1 gradient step per iteration")
         _check(self.replay_batch_size >= 1, "replay_batch_size", self.replay_batch_size, "must be >= 1")
         _check(self.n_step >= 1, "n_step", self.n_step, "must be >= 1")
-        _check(self.huber_delta > 0, "huber_delta", self.huber_delta, "must be > 0")
-        _check(self.target_update_period >= 1, "target_update_period", self.target_update_period, "must be >= 1")
-        _check(0.0 < self.target_update_tau <= 1.0, "target_update_tau", self.target_update_tau,
-               "must be in (0, 1]: 1.0 copies the online network, less moves the target part of the way")
-        for name in ("epsilon_start", "epsilon_end"):
-            _check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "must be a probability in [0, 1]")
-        _check(0.0 < self.epsilon_decay_fraction <= 1.0, "epsilon_decay_fraction", self.epsilon_decay_fraction,
-               "must be in (0, 1]")
         _check(math.isfinite(self.priority_exponent) and self.priority_exponent >= 0, "priority_exponent",
                self.priority_exponent, "must be a finite number >= 0 (0: uniform replay; 0.6: the paper's)")
         _check(0.0 <= self.priority_weight_exponent <= 1.0, "priority_weight_exponent",
@@ -198,10 +176,40 @@ class DQNConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    """DQN (--algo dqn): the target network and the exploration schedule. The replay flags are
+    `ReplayConfig`'s; the learning rate, its annealing, gamma and max_grad_norm are the learner flags."""
+
+    huber_delta: float = 10.0
+    """DQN: the Huber loss's quadratic range (1.0 is the Nature DQN's error clipping, made for clipped rewards; with CartPole's unclipped returns it let Q diverge)."""
+    double_q: bool = True
+    """DQN: Double DQN (the online network picks the bootstrap action, the target network values it)."""
+    target_update_period: int = 500
+    """DQN: gradient steps between target-network updates."""
+    target_update_tau: float = 1.0
+    """DQN: the target update's step, target <- tau*online + (1-tau)*target (1.0: a copy; e.g. 0.005 with period 1: Polyak)."""
+    epsilon_start: float = 1.0
+    """DQN: exploration rate at the start."""
+    epsilon_end: float = 0.05
+    """DQN: exploration rate after the decay."""
+    epsilon_decay_fraction: float = 0.5
+    """DQN: fraction of total_timesteps over which epsilon decays linearly to epsilon_end."""
+
+    def __post_init__(self):
+        _check(self.huber_delta > 0, "huber_delta", self.huber_delta, "must be > 0")
+        _check(self.target_update_period >= 1, "target_update_period", self.target_update_period, "must be >= 1")
+        _check(0.0 < self.target_update_tau <= 1.0, "target_update_tau", self.target_update_tau,
+               "must be in (0, 1]: 1.0 copies the online network, less moves the target part of the way")
+        for name in ("epsilon_start", "epsilon_end"):
+            _check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "must be a probability in [0, 1]")
+        _check(0.0 < self.epsilon_decay_fraction <= 1.0, "epsilon_decay_fraction", self.epsilon_decay_fraction,
+               "must be in (0, 1]")
+
+
+@dataclasses.dataclass(frozen=True)
 class SACConfig:
-    """SAC (--algo sac): the target critics and the temperature. The replay flags are DQN's
-    (replay_capacity, learning_starts, replay_ratio, ...); the learning rate (of the actor, the
-    critics and the temperature alike), gamma and max_grad_norm are the learner flags."""
+    """SAC (--algo sac): the target critics and the temperature. The replay flags are
+    `ReplayConfig`'s; the learning rate (of the actor, the critics and the temperature alike), gamma and max_grad_norm are the learner flags."""
 
     tau: float = 0.005
     """SAC: the target critics' Polyak step after every gradient step, target <- tau*critic + (1-tau)*target."""
@@ -225,11 +233,14 @@ class SACConfig:
 OFF_POLICY_ALGOS = ("dqn", "sac")
 
 
+REPLAY_FIELDS = tuple(field.name for field in dataclasses.fields(ReplayConfig))
+
+
 # What a resumed run must keep: these fields shape the checkpointed state or give it its meaning.
 RESUME_FIXED_FIELDS = ("env", "algo", "num_envs", "num_steps", "num_seeds", "seed", "normalize_obs",
                        "action_noise_correlation",
                        "network.hidden_sizes", "network.activation", "network.torso", "network.core",
-                       "network.core_size", "dqn.replay_capacity")
+                       "network.core_size", "replay.replay_capacity")
 
 
 def _lookup(data: dict, dotted: str):
@@ -246,7 +257,7 @@ class TrainConfig:
     """Environment id (any gymnax id, or a Probe-* id; `jaxrl-async envs` lists them), or a host env: gymnasium:<id> for any registered gymnasium 1.x id, envpool:<id> for an EnvPool id (pip install -e '.[envpool]') (trained in the async mode, one seed; host env states are not checkpointed, so a resumed run restarts its episodes)."""
     preset: str = "none"
     """Preset the settings start from: 'auto' (the CLI's default: the env's own preset, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/presets.py). Recorded in config.json."""
-    algo: Literal["ppo", "a2c", "reinforce", "impala", "dqn", "sac"] = "ppo"
+    algo: Literal[ALGORITHMS] = "ppo"
     """Learning algorithm; all share the rollout and the learner hyperparameters below (dqn and sac: also the replay flags, --replay-capacity ..., and their own; sac needs Box actions)."""
     total_timesteps: int = 500_000
     """Environment steps per seed."""
@@ -306,6 +317,7 @@ class TrainConfig:
     """Precision of the network's matmuls; 'default': JAX's setting (TF32 on recent NVIDIA GPUs, measured 4-16% faster with the same learning; float32 on the CPU); 'float32' computes alike on every backend."""
     network: NetworkConfig = NetworkConfig()
     learner: LearnerConfig = LearnerConfig()
+    replay: ReplayConfig = ReplayConfig()
     dqn: DQNConfig = DQNConfig()
     sac: SACConfig = SACConfig()
 
@@ -383,7 +395,7 @@ class TrainConfig:
         _check(not self.normalize_obs, "normalize_obs", self.normalize_obs,
                f"algo={self.algo!r} replays stored observations, which running statistics would make stale: "
                "use --no-normalize-obs")
-        _check(self.dqn.replay_capacity >= self.batch_size, "replay_capacity", self.dqn.replay_capacity,
+        _check(self.replay.replay_capacity >= self.batch_size, "replay_capacity", self.replay.replay_capacity,
                f"must hold at least one rollout, num_envs*num_steps={self.batch_size}")
 
     @property
@@ -404,6 +416,26 @@ class TrainConfig:
     def env_steps(self) -> int:
         """Environment steps actually taken per seed."""
         return self.num_updates * self.batch_size
+
+    def with_fields(self, **fields) -> "TrainConfig":
+        """This config with each field replaced where it lives, at the top or in a section, named
+        as its flag is (the flags are flat, so a name is unique): `cfg.with_fields(num_envs=8,
+        learning_rate=1e-3, replay_capacity=50_000)`."""
+        sections = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                    if dataclasses.is_dataclass(getattr(self, f.name))}
+        top, nested = {}, {name: {} for name in sections}
+        for name, value in fields.items():
+            holder = next((section for section, config in sections.items()
+                           if name in {f.name for f in dataclasses.fields(config)}), None)
+            if holder is not None:
+                nested[holder][name] = value
+            elif name in {f.name for f in dataclasses.fields(self)} and name not in sections:
+                top[name] = value
+            else:
+                raise ValueError(f"{name}={value!r}: no config field has that name (`jaxrl-async train --help` "
+                                 "lists them, as flags with - for _)")
+        return dataclasses.replace(self, **top, **{section: dataclasses.replace(sections[section], **changed)
+                                                   for section, changed in nested.items() if changed})
 
     def check_resumable_as(self, new: "TrainConfig") -> None:
         """Raise ValueError if a run saved with this config cannot continue under `new`.
@@ -431,9 +463,12 @@ class TrainConfig:
         network = NetworkConfig(**network)
         # runs saved before the rename of `ppo` to `learner` hold the same fields under "ppo"
         learner = LearnerConfig(**data.pop("learner", data.pop("ppo", {})))
-        dqn = DQNConfig(**data.pop("dqn", {}))
+        dqn = dict(data.pop("dqn", {}))
+        # runs saved before the replay flags had a section of their own hold them under "dqn"
+        replay = {**{name: dqn.pop(name) for name in REPLAY_FIELDS if name in dqn}, **data.pop("replay", {})}
         sac = SACConfig(**data.pop("sac", {}))
-        return cls(**data, network=network, learner=learner, dqn=dqn, sac=sac)
+        return cls(**data, network=network, learner=learner, replay=ReplayConfig(**replay), dqn=DQNConfig(**dqn),
+                   sac=sac)
 
 
 # -- Speed settings per backend: how the loops of a run are laid out, never what they compute --

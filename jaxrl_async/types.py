@@ -6,6 +6,7 @@ Shapes: `T` rollout length (num_steps), `B` parallel envs (num_envs); a seed axi
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -83,9 +84,17 @@ class Trajectory:
     initial_carry: Any
 
 
+# What a collector records at each step of a fragment; the finishing step adds the rest
+# (`rollout.collector.finish`).
+FINISHED_FIELDS = ("bootstrap_value", "advantage", "target", "initial_carry")
+RECORDED_FIELDS = tuple(field.name for field in dataclasses.fields(Trajectory) if field.name not in FINISHED_FIELDS)
+
+
 @struct.dataclass
 class LearnerState:
-    """What the learner carries: params, optimiser state, its own key, counters, hyperparameters.
+    """What every learner carries: params, optimiser state, its own key, the update count, its
+    hyperparameters, and in `extra` whatever else a learner keeps (a replay learner's buffer and
+    target networks, `algorithms/replay/learner.py`; an empty tuple for the others).
 
     `hparams` holds the shape-free hyperparameters as arrays, so that training can be
     vmapped over them (a sweep inside one jit).
@@ -96,6 +105,7 @@ class LearnerState:
     key: jax.Array
     update_count: jax.Array  # [] int32, updates applied so far
     hparams: Any
+    extra: Any = ()
 
 
 @struct.dataclass
@@ -106,12 +116,47 @@ class TrainState:
     rollout: RolloutState
 
 
+def _as_is(learner: LearnerState) -> tuple[LearnerState, dict]:
+    return learner, {}
+
+
+def _restore_all(template: "TrainState", saved: dict, restore: Callable) -> tuple["TrainState", dict, str | None]:
+    return restore(template, saved["state"]), {}, None
+
+
+def _no_figures(sums: dict, samples: int, seconds: float, final: LearnerState | None = None) -> dict:
+    return {}
+
+
+class HostHooks(NamedTuple):
+    """What the host side asks of a learner about the state it keeps beyond params and optimiser
+    (a replay learner's buffer: `algorithms/replay/learner.py`). The defaults treat that state like
+    any other, so the loops and the checkpoints never ask which learner they run.
+
+    for_checkpoint(learner) -> (learner as a checkpoint keeps it, fields for the checkpoint's extra)
+    restore(template, saved, restore_state) -> (TrainState, summary fields, a note for the console or
+        None): the checkpoint `saved` (`checkpoint.load`) in `template`'s structure, where
+        `restore_state(template, state_dict)` fills a template from a saved state dict.
+    donated: (split, join) or None: `split(learner) -> (rest, part)` names the part of the state
+        the async learner's update may overwrite in place (donated to its jit), `join` undoes it.
+    figures(sums, samples, seconds, final=None) -> dict: the learner's own rates over a stretch of
+        training (metric `sums` over all seeds' `samples` env steps in `seconds`), for a metrics
+        line; with the `final` learner state, for summary.json.
+    """
+
+    for_checkpoint: Callable[[LearnerState], tuple[LearnerState, dict]] = _as_is
+    restore: Callable[..., tuple["TrainState", dict, str | None]] = _restore_all
+    donated: tuple[Callable, Callable] | None = None
+    figures: Callable[..., dict] = _no_figures
+
+
 class Algorithm(NamedTuple):
     """A learner as a pair of pure functions, shaped like an optax transformation.
 
     init(key, hparams) -> LearnerState
     update(LearnerState, Trajectory) -> (LearnerState, dict of scalar metrics)
     behaviour(params, env_steps) -> params   (optional)
+    host: `HostHooks`, how the host side treats its state (default: like any other)
 
     `behaviour`, where a learner has one, gives the params the rollout acts with after
     `env_steps` env steps per seed (`[]` int32) from params published earlier: the parts of the
@@ -123,3 +168,18 @@ class Algorithm(NamedTuple):
     init: Callable[..., LearnerState]
     update: Callable[[LearnerState, Trajectory], tuple[LearnerState, dict]]
     behaviour: Callable[[Any, Any], Any] | None = None
+    host: HostHooks = HostHooks()
+
+
+class Learner(NamedTuple):
+    """A learner as the registry holds it (`algorithms/__init__.py`): its networks and its algorithm.
+
+    networks(cfg, obs_shape, action_space) -> (Policy, the learner's own networks or None): the
+        policy the rollout acts with and what else the learner trains (DQN's Q-function, SAC's
+        actor and critics), at `cfg.matmul_precision`.
+    make(cfg, policy, nets, unroll) -> Algorithm: the learner for this config's rollout
+        (`unroll`: the minibatch loop's unroll factor, speed only).
+    """
+
+    networks: Callable[..., tuple[Any, Any]]
+    make: Callable[..., Algorithm]

@@ -78,7 +78,7 @@ def dqn_config(tiny_config, env_id, *, gamma=0.99, total_timesteps=64 * 60, **dq
     cfg = tiny_config(env=env_id, algo="dqn", num_envs=8, num_steps=8, total_timesteps=total_timesteps,
                       num_seeds=PROBE_SEEDS, devices=1, iterations_per_call="all", eval_episodes=8,
                       learner=dict(learning_rate=3e-3, gamma=gamma, max_grad_norm=10.0))
-    return dataclasses.replace(cfg, dqn=DQNConfig(**fields))
+    return cfg.with_fields(**fields)
 
 
 def learn(tiny_config, env_id, **kwargs):
@@ -126,7 +126,7 @@ def small_cartpole(tiny_config, **overrides) -> TrainConfig:
     dqn.update(overrides.pop("dqn", {}))
     cfg = tiny_config(algo="dqn", total_timesteps=32 * 40, iterations_per_call=10, checkpoint_interval=10,
                       eval_interval=20, **overrides)
-    return dataclasses.replace(cfg, dqn=DQNConfig(**dqn))
+    return cfg.with_fields(**dqn)
 
 
 @pytest.fixture(scope="module")
@@ -149,8 +149,8 @@ def test_resume_with_the_buffer_is_bit_identical(tiny_config, straight_run):
     resumed = train(cfg, console=False, resume=True)
     assert resumed.summary["params_digest"] == straight_run.summary["params_digest"]
     assert "replay_refilled" not in resumed.summary
-    np.testing.assert_array_equal(resumed.state.learner.replay.storage["obs"],
-                                  straight_run.state.learner.replay.storage["obs"])
+    np.testing.assert_array_equal(resumed.state.learner.extra.buffer.storage["obs"],
+                                  straight_run.state.learner.extra.buffer.storage["obs"])
 
 
 def test_resume_without_the_buffer_refills_and_says_so(tiny_config, straight_run, capsys):
@@ -159,13 +159,13 @@ def test_resume_without_the_buffer_refills_and_says_so(tiny_config, straight_run
     cfg = small_cartpole(tiny_config)  # checkpoint_replay off (the default)
     train(cfg, console=False, stop_after_updates=20)
     saved = ckpt.load(ckpt.latest_checkpoint(cfg.run_dir))
-    assert saved["state"]["learner"]["replay"]["storage"] == {} and saved["extra"]["replay_saved"] is False
+    assert saved["state"]["learner"]["extra"]["buffer"]["storage"] == {} and saved["extra"]["replay_saved"] is False
     resumed = train(cfg, console=True, resume=True)
     assert "holds no replay buffer" in capsys.readouterr().out
     assert resumed.summary["replay_refilled"] is True
     # the refilled buffer holds only the 20 resumed iterations' rows (the ring has 512), so learning differs
-    assert int(resumed.state.learner.replay.size[0]) == 20 * cfg.num_steps
-    assert int(straight_run.state.learner.replay.size[0]) == 40 * cfg.num_steps
+    assert int(resumed.state.learner.extra.buffer.size[0]) == 20 * cfg.num_steps
+    assert int(straight_run.state.learner.extra.buffer.size[0]) == 40 * cfg.num_steps
     assert resumed.summary["params_digest"] != straight_run.summary["params_digest"]
 
 

@@ -87,8 +87,8 @@ def test_dqn_cartpole_compare_per_smoke(tmp_path, capsys):
     from jaxrl_async.trainer.run_dir import load_config
 
     uniform, per = (load_config(str(tmp_path / label)) for label in results)
-    assert (uniform.dqn.priority_exponent, per.dqn.priority_exponent) == (0.0, 0.6)
-    assert dataclasses.replace(per, dqn=dataclasses.replace(per.dqn, priority_exponent=0.0),
+    assert (uniform.replay.priority_exponent, per.replay.priority_exponent) == (0.0, 0.6)
+    assert dataclasses.replace(per, replay=dataclasses.replace(per.replay, priority_exponent=0.0),
                                run_dir=uniform.run_dir) == uniform
     assert (tmp_path / COMPARISON_FILE).stat().st_size > 0
     out = capsys.readouterr().out

@@ -5,7 +5,6 @@ at lag 0 and lag 1, the replay rates in the metrics, `--sync-interval`, the beha
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
@@ -18,7 +17,7 @@ from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.algorithms.dqn import epsilon_schedule
 from jaxrl_async.trainer.asynchronous.loop import behaviour_hook, compile_learner
 from jaxrl_async.trainer.build import build, initial_states
-from jaxrl_async.config import DQNConfig, TrainConfig
+from jaxrl_async.config import TrainConfig
 from jaxrl_async.trainer.asynchronous.pipeline import Lag, ParamStore
 from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.trainer.training import train
@@ -40,7 +39,7 @@ def small_cartpole(tiny_config, **overrides) -> TrainConfig:
     dqn.update(overrides.pop("dqn", {}))
     cfg = tiny_config(algo="dqn", total_timesteps=32 * NUM_UPDATES, iterations_per_call=10, checkpoint_interval=10,
                       eval_interval=20, **overrides)
-    return dataclasses.replace(cfg, dqn=DQNConfig(**dqn))
+    return cfg.with_fields(**dqn)
 
 
 def lines_of(result) -> list[dict]:
@@ -123,7 +122,7 @@ def test_resume_without_the_buffer_refills_and_says_so(tiny_config, runs, capsys
     resumed = train(cfg, console=True, resume=True)
     assert "holds no replay buffer" in capsys.readouterr().out
     assert resumed.summary["replay_refilled"] is True
-    assert int(resumed.state.learner.replay.size[0]) == 20 * cfg.num_steps  # only the resumed rows
+    assert int(resumed.state.learner.extra.buffer.size[0]) == 20 * cfg.num_steps  # only the resumed rows
 
 
 # -- --sync-interval ---------------------------------------------------------------------------
@@ -190,7 +189,7 @@ def test_the_learner_writes_the_donated_buffer_in_place(tiny_config):
     example = jax.tree.map(lambda x: jax.device_put(np.ones(x.shape, x.dtype), sharding), trajectory)
     before = state.learner
     after, *_ = learn(before, example)
-    assert all(leaf.is_deleted() for leaf in jax.tree.leaves(before.replay))  # donated
+    assert all(leaf.is_deleted() for leaf in jax.tree.leaves(before.extra.buffer))  # donated
     assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(before.params))  # published: never donated
-    assert int(after.replay.size[0]) == cfg.num_steps
-    np.testing.assert_array_equal(after.replay.storage["reward"][0, :cfg.num_steps], 1.0)
+    assert int(after.extra.buffer.size[0]) == cfg.num_steps
+    np.testing.assert_array_equal(after.extra.buffer.storage["reward"][0, :cfg.num_steps], 1.0)

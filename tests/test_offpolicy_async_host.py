@@ -4,7 +4,6 @@ the host actor hands over, truncations bootstrapping from the pre-reset observat
 
 from __future__ import annotations
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +13,6 @@ import pytest
 from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.trainer.asynchronous.loop import behaviour_hook
 from jaxrl_async.trainer.build import build, initial_states
-from jaxrl_async.config import DQNConfig, SACConfig
 from jaxrl_async.rollout.host import env_seeds
 from jaxrl_async.trainer.training import train
 from host_envs_helpers import SCRIPTED_ID, register  # tests/host_envs_helpers.py
@@ -30,7 +28,7 @@ def small_pendulum(tiny_config, **overrides):
     fields = dict(env="Pendulum-v1", algo="sac", num_envs=2, total_timesteps=16 * 40, iterations_per_call=10,
                   eval_interval=20)
     cfg = tiny_config(**{**fields, **overrides})
-    return dataclasses.replace(cfg, dqn=DQNConfig(**dqn), sac=SACConfig(tau=0.05))
+    return cfg.with_fields(**dqn, tau=0.05)
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +71,8 @@ def scripted_dqn(tiny_config):
     """DQN, lag 1, on 4 scripted envs (parities 0, 1, 1, 0) for 10 fragments of 8 steps."""
     cfg = tiny_config(env=SCRIPTED, algo="dqn", mode="async", lag="1", total_timesteps=32 * 10,
                       iterations_per_call=5, learner=dict(gamma=0.5))
-    cfg = dataclasses.replace(cfg, dqn=DQNConfig(replay_capacity=512, learning_starts=64, replay_batch_size=16,
-                                                  n_step=3, target_update_period=4))
+    cfg = cfg.with_fields(replay_capacity=512, learning_starts=64, replay_batch_size=16,
+                          n_step=3, target_update_period=4)
     assert [s % 2 for s in env_seeds(cfg.seed, 0, cfg.num_envs)] == [0, 1, 1, 0]
     return cfg, train(cfg, console=False)
 
@@ -92,8 +90,8 @@ def test_host_transitions_keep_the_pre_reset_obs(scripted_dqn):
     """In the buffer: a truncated step's next_obs is the final obs [4, 1], the next row starts
     again at t=0; a terminated one's is [3, 0]; every other step's next_obs is the next obs."""
     _, result = scripted_dqn
-    storage = jax.tree.map(lambda x: np.asarray(x[0]), result.state.learner.replay.storage)
-    rows = int(result.state.learner.replay.size[0])
+    storage = jax.tree.map(lambda x: np.asarray(x[0]), result.state.learner.extra.buffer.storage)
+    rows = int(result.state.learner.extra.buffer.size[0])
     obs, next_obs = storage["obs"][:rows], storage["next_obs"][:rows]
     terminated, truncated = storage["terminated"][:rows], storage["truncated"][:rows]
     assert truncated.sum() > 0 and terminated.sum() > 0
@@ -107,7 +105,7 @@ def test_host_transitions_keep_the_pre_reset_obs(scripted_dqn):
 
 def test_host_n_step_targets_bootstrap_truncations_from_the_pre_reset_obs(scripted_dqn):
     cfg, result = scripted_dqn
-    buffer = jax.tree.map(lambda x: x[0], result.state.learner.replay)
+    buffer = jax.tree.map(lambda x: x[0], result.state.learner.extra.buffer)
     key = jax.random.PRNGKey(3)
     sample = jax.jit(lambda b, k: replay.sample(b, k, batch_size=512, n_step=3, gamma=0.5))
     batch = jax.tree.map(np.asarray, sample(buffer, key))

@@ -4,7 +4,6 @@ SAC with it finds the continuous probe's optimum, a resume with the buffer keeps
 
 from __future__ import annotations
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 from jaxrl_async.trainer.build import build
-from jaxrl_async.config import DQNConfig, TrainConfig
+from jaxrl_async.config import TrainConfig
 from jaxrl_async.trainer.training import train
 from learning_checks import PROBE_SEEDS, assert_every_seed_close, values
 from cli_checks import assert_train_refuses  # tests/cli_checks.py
@@ -29,7 +28,7 @@ def probe_config(tiny_config, env_id, *, gamma=0.99, **dqn) -> TrainConfig:
     cfg = tiny_config(env=env_id, algo="dqn", num_envs=8, num_steps=8, total_timesteps=64 * 60,
                       num_seeds=PROBE_SEEDS, devices=1, iterations_per_call="all", eval_episodes=8,
                       learner=dict(learning_rate=3e-3, gamma=gamma, max_grad_norm=10.0))
-    return dataclasses.replace(cfg, dqn=DQNConfig(**fields))
+    return cfg.with_fields(**fields)
 
 
 def test_dqn_with_per_learns_the_action_probe(tiny_config):
@@ -43,7 +42,7 @@ def test_dqn_with_per_learns_the_action_probe(tiny_config):
     q = np.asarray(jax.vmap(lambda p: policy.step(p, obs, ())[0].q_values)(params))
     assert_every_seed_close(q, [[0.0, 1.0], [1.0, 0.0]], atol=TOLERANCE)
     assert result.summary["final_eval_return"] == [1.0] * PROBE_SEEDS
-    priorities = np.asarray(result.state.learner.replay.priorities)  # [S, C, B], ring full
+    priorities = np.asarray(result.state.learner.extra.buffer.priorities)  # [S, C, B], ring full
     assert priorities.shape == (PROBE_SEEDS, 2048 // 8, 8) and np.all(priorities > 0)
     assert np.ptp(priorities) > 0.1  # learned cells differ from the newest rows' max priority
 
@@ -63,14 +62,14 @@ def test_sac_with_per_finds_the_continuous_probe_optimum(tiny_config):
                       num_seeds=PROBE_SEEDS, devices=1, iterations_per_call="all", eval_episodes=8,
                       network=dict(hidden_sizes=(32,), activation="relu"),
                       learner=dict(learning_rate=1e-2, anneal_lr=False, max_grad_norm=1000.0))
-    cfg = dataclasses.replace(cfg, dqn=DQNConfig(replay_capacity=4096, learning_starts=256, replay_ratio=8,
-                                                 replay_batch_size=64, **PER))
+    cfg = cfg.with_fields(replay_capacity=4096, learning_starts=256, replay_ratio=8,
+                          replay_batch_size=64, **PER)
     result = train(cfg, console=False)
     obs = jnp.zeros((1, 1), jnp.float32)
     policy = build(cfg).policy
     modes = np.asarray(jax.vmap(lambda p: policy.step(p, obs, ())[0].mode())(result.state.learner.params))
     np.testing.assert_allclose(modes.reshape(-1), 1.0, atol=0.1)
-    assert np.ptp(np.asarray(result.state.learner.replay.priorities)) > 0
+    assert np.ptp(np.asarray(result.state.learner.extra.buffer.priorities)) > 0
 
 
 # -- a run's life --------------------------------------------------------------------------------
@@ -81,7 +80,7 @@ def small_cartpole(tiny_config, **dqn) -> TrainConfig:
     fields.update(dqn)
     cfg = tiny_config(algo="dqn", total_timesteps=32 * 40, iterations_per_call=10, checkpoint_interval=10,
                       eval_interval=20)
-    return dataclasses.replace(cfg, dqn=DQNConfig(**fields))
+    return cfg.with_fields(**fields)
 
 
 def test_resume_with_the_buffer_keeps_the_priorities(tiny_config):
@@ -93,16 +92,16 @@ def test_resume_with_the_buffer_keeps_the_priorities(tiny_config):
     resumed = train(cfg, console=False, resume=True)
     assert resumed.summary["params_digest"] == straight.summary["params_digest"]
     for name in ("priorities", "max_priority"):
-        np.testing.assert_array_equal(getattr(resumed.state.learner.replay, name),
-                                      getattr(straight.state.learner.replay, name))
-    assert float(np.ptp(np.asarray(straight.state.learner.replay.priorities[0, :40]))) > 0  # learned
+        np.testing.assert_array_equal(getattr(resumed.state.learner.extra.buffer, name),
+                                      getattr(straight.state.learner.extra.buffer, name))
+    assert float(np.ptp(np.asarray(straight.state.learner.extra.buffer.priorities[0, :40]))) > 0  # learned
 
 
 def test_priority_flags_do_nothing_at_alpha_zero(tiny_config):
     """alpha = 0 is the uniform ring (no priorities in the state); beta and epsilon then change
     nothing, down to the params' bits."""
     default = train(small_cartpole(tiny_config), console=False)
-    assert default.state.learner.replay.priorities is None
+    assert default.state.learner.extra.buffer.priorities is None
     other = train(small_cartpole(tiny_config, priority_exponent=0.0, priority_weight_exponent=0.9,
                                  priority_epsilon=0.5), console=False)
     assert other.summary["params_digest"] == default.summary["params_digest"]

@@ -16,7 +16,7 @@ from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.algorithms.sac import (actor_loss, critic_loss, critic_loss_on_batch, critic_target,
                                         temperature_loss)
 from jaxrl_async.trainer.build import build
-from jaxrl_async.config import DQNConfig, SACConfig, TrainConfig
+from jaxrl_async.config import TrainConfig
 from jaxrl_async.nets.sac import SACNets, SquashedGaussian
 from jaxrl_async.trainer.training import train
 from learning_checks import PROBE_SEEDS
@@ -136,7 +136,7 @@ def sac_config(tiny_config, env_id, *, total_timesteps=64 * 60, **replay_fields)
                       num_seeds=PROBE_SEEDS, devices=1, iterations_per_call="all", eval_episodes=8,
                       network=dict(hidden_sizes=(32,), activation="relu"),
                       learner=dict(learning_rate=1e-2, anneal_lr=False, max_grad_norm=1000.0))
-    return dataclasses.replace(cfg, dqn=DQNConfig(**fields))
+    return cfg.with_fields(**fields)
 
 
 def test_continuous_probe_finds_the_optimal_action(tiny_config):
@@ -158,7 +158,7 @@ def small_pendulum(tiny_config, **overrides) -> TrainConfig:
     dqn.update(overrides.pop("dqn", {}))
     cfg = tiny_config(env="Pendulum-v1", algo="sac", num_envs=2, total_timesteps=16 * 40, iterations_per_call=10,
                       checkpoint_interval=10, eval_interval=20, **overrides)
-    return dataclasses.replace(cfg, dqn=DQNConfig(**dqn), sac=SACConfig(tau=0.05))
+    return cfg.with_fields(**dqn, tau=0.05)
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +181,8 @@ def test_resume_with_the_buffer_is_bit_identical(tiny_config, straight_run):
     assert resumed.summary["params_digest"] == straight_run.summary["params_digest"]
     assert "replay_refilled" not in resumed.summary
     for name in ("critic", "target_critic", "log_temperature"):
-        jax.tree.map(np.testing.assert_array_equal, getattr(resumed.state.learner, name),
-                     getattr(straight_run.state.learner, name))
+        jax.tree.map(np.testing.assert_array_equal, getattr(resumed.state.learner.extra.nets, name),
+                     getattr(straight_run.state.learner.extra.nets, name))
 
 
 def test_resume_without_the_buffer_refills_and_says_so(tiny_config, straight_run):
@@ -190,7 +190,7 @@ def test_resume_without_the_buffer_refills_and_says_so(tiny_config, straight_run
     train(cfg, console=False, stop_after_updates=20)
     resumed = train(cfg, console=False, resume=True)
     assert resumed.summary["replay_refilled"] is True
-    assert int(resumed.state.learner.replay.size[0]) == 20 * cfg.num_steps
+    assert int(resumed.state.learner.extra.buffer.size[0]) == 20 * cfg.num_steps
     assert resumed.summary["params_digest"] != straight_run.summary["params_digest"]
 
 
@@ -208,8 +208,8 @@ def test_algo_sac_starts_from_its_preset():
     from jaxrl_async.cli.main import parse_train
 
     cfg = parse_train(["--env", "Probe-ContinuousAction", "--algo", "sac", "--replay-ratio", "2"]).config
-    assert cfg.preset == "sac" and cfg.network.hidden_sizes == (64, 64) and cfg.dqn.replay_batch_size == 256
-    assert cfg.dqn.replay_ratio == 2  # a flag given overrides the preset
+    assert cfg.preset == "sac" and cfg.network.hidden_sizes == (64, 64) and cfg.replay.replay_batch_size == 256
+    assert cfg.replay.replay_ratio == 2  # a flag given overrides the preset
 
 
 @pytest.mark.slow

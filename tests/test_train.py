@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.algorithms import sweep_hparams
-from jaxrl_async.trainer.build import warm_up
+from jaxrl_async.rollout.collector import over_seeds, warm_up
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.trainer.build import build, init_state, over_seeds, run_iterations
+from jaxrl_async.trainer.build import build, init_state, run_iterations
 from jaxrl_async.trainer.run import check_finite
 from jaxrl_async.trainer.schedule import chunk_plan
 from jaxrl_async.trainer.training import train

@@ -14,10 +14,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from jaxrl_async.core import losses
-from jaxrl_async.algorithms.sgd import (LearnerHyperparams, make_learner, replay, replay_batch,
+from jaxrl_async.algorithms.sgd import (actor_critic, LearnerHyperparams, make_learner, replay, replay_batch,
                                            truncated_importance_weight)
 from jaxrl_async.nets.actor_critic import Policy
-from jaxrl_async.types import Algorithm, Trajectory
+from jaxrl_async.types import Algorithm, Learner, Trajectory
 
 _FIELDS = ("obs", "action", "log_prob", "advantage", "target")
 
@@ -48,3 +48,7 @@ def make_a2c(cfg, policy: Policy, *, num_updates: int, unroll: int = 1) -> Algor
         return batch, size, {"explained_variance": losses.explained_variance(trajectory.value, trajectory.target)}
 
     return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates, unroll=unroll)
+
+
+LEARNER = Learner(networks=actor_critic,
+                  make=lambda cfg, policy, nets, unroll: make_a2c(cfg.learner, policy, num_updates=cfg.num_updates, unroll=unroll))

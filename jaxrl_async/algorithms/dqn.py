@@ -2,66 +2,39 @@
 target network updated by period or Polyak averaging, as an `Algorithm(init, update)`.
 
 One `update` takes the rollout's `[T, B]` fragment (acted epsilon-greedily by the Q policy,
-`q_policy.py`), adds its transitions to the replay buffer it carries, and — once the buffer
-holds `learning_starts` transitions — takes `replay_ratio` gradient steps on minibatches
-sampled uniformly or, with `priority_exponent` > 0, by priority (`priority.py`: each step's
-n-step |TD errors| become the sampled transitions' priorities, and importance weights scale
-their losses). The buffer lives in the learner state, so the fused loop's donation of
-the train state donates it too: no update copies it.
+`nets/q.py`), adds its transitions to the replay buffer it carries (`replay/learner.py`), and —
+once the buffer holds `learning_starts` transitions — takes `replay_ratio` gradient steps on
+minibatches sampled uniformly or, with `priority_exponent` > 0, by priority (`replay/priority.py`:
+each step's n-step |TD errors| become the sampled transitions' priorities, and importance weights
+scale their losses).
 
-The loss on a sampled transition with its n-step window (`replay.n_step_target`):
+The loss on a sampled transition with its n-step window (`replay/buffer.py`, `n_step_target`):
 
     y = R^(m) + discount * Q_target(s', argmax_a Q_online(s', a))     (double_q; else max_a Q_target)
     loss = huber_delta(Q_online(s, a) - stop_gradient(y))
 
 The Huber loss's quadratic range is a flag (`huber_delta`, default 10): at the Nature DQN's
 1.0, made for clipped rewards, the loss is nearly L1 for CartPole's returns of up to 100, the
-few terminal transitions no longer outweigh the many bootstrapped ones, and Q diverged
-(measured on CartPole, ReLU 64x64, lr 2.5e-4, target period 50: Q ~ 2.5e5 after 160k steps
-with 1.0; with the squared loss it stayed below 200 and the return rose).
+few terminal transitions no longer outweigh the many bootstrapped ones, and Q diverged on
+CartPole (docs/learners.md, "DQN").
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import optax
-from flax import struct
 
-from jaxrl_async.algorithms.replay import priority
 from jaxrl_async.algorithms.replay import buffer as replay
-from jaxrl_async.algorithms.sgd import LearnerHyperparams, annealed_learning_rate
-from jaxrl_async.nets.actor_critic import Policy
+from jaxrl_async.algorithms.replay.learner import (ReplayState, begin_update, host_hooks, learn_once_ready,
+                                                   new_buffer, replay_metrics)
+from jaxrl_async.algorithms.sgd import LearnerHyperparams
+from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
+from jaxrl_async.nets.q import make_q_policy
 from jaxrl_async.core.optimizer import make_optimizer, sgd_step
-from jaxrl_async.types import Algorithm, Trajectory
-
-
-@struct.dataclass
-class DQNState:
-    """The learner state of `LearnerState` (params, opt_state, key, update_count, hparams) plus
-    DQN's own: the target network, the buffer and the gradient-step count.
-
-    Attributes:
-      params: `QParams` (the online network and the epsilon the next rollout acts with).
-      opt_state: Adam's state for `params.network`.
-      key: PRNG key for sampling.
-      update_count: `[]` int32 iterations (rollouts) consumed.
-      hparams: `LearnerHyperparams` (learning_rate is the one DQN uses; a sweep vmaps it).
-      target_network: the target network's params.
-      replay: `replay.ReplayBuffer`, leaves `[C, B, ...]`.
-      gradient_steps: `[]` int32 gradient steps taken (the target period counts these).
-    """
-
-    params: Any
-    opt_state: Any
-    key: jax.Array
-    update_count: jax.Array
-    hparams: Any
-    target_network: Any
-    replay: replay.ReplayBuffer
-    gradient_steps: jax.Array
+from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
 
 
 def epsilon_schedule(dqn_cfg, total_timesteps: int) -> Callable[[jax.Array], jax.Array]:
@@ -96,61 +69,54 @@ def q_learning_loss(q_values: Callable, network, target_network, batch: dict, do
     return loss, {"loss": loss, "q_mean": jnp.mean(q_taken), "td_abs_mean": jnp.mean(td_abs), "td_abs": td_abs}
 
 
-def make_dqn(cfg, dqn_cfg, policy: Policy, q_values: Callable, *, num_updates: int, num_envs: int,
+def make_dqn(cfg, replay_cfg, dqn_cfg, policy: Policy, q_values: Callable, *, num_updates: int, num_envs: int,
              num_steps: int, total_timesteps: int) -> Algorithm:
-    """DQN over rollouts of `num_steps` x `num_envs`.
+    """DQN over rollouts of `num_steps` x `num_envs`; its `LearnerState.extra` is a `ReplayState`
+    whose `nets` are the target network's params.
 
     Args:
       cfg: the learner config (learning_rate, anneal_lr, gamma, max_grad_norm).
+      replay_cfg: `config.ReplayConfig`.
       dqn_cfg: `config.DQNConfig`.
-      policy, q_values: the Q policy and its network (`q_policy.make_q_policy`).
+      policy, q_values: the Q policy and its network (`nets.q.make_q_policy`).
       num_updates: iterations in the run (for the learning-rate annealing).
       num_envs, num_steps: the rollout's B and T (the buffer's row width; env steps per update).
       total_timesteps: the run's budget per seed (for the epsilon schedule).
     """
     optimizer = make_optimizer(cfg.max_grad_norm)
     epsilon = epsilon_schedule(dqn_cfg, total_timesteps)
-    capacity_rows = dqn_cfg.replay_capacity // num_envs
-    if capacity_rows < num_steps:
-        raise ValueError(f"replay_capacity={dqn_cfg.replay_capacity} must hold at least one rollout, "
-                         f"num_envs*num_steps={num_envs * num_steps}")
-    example = dict(
-        obs=jnp.zeros((num_envs, *policy.obs_shape), jnp.float32), action=jnp.zeros((num_envs,), jnp.int32),
-        reward=jnp.zeros((num_envs,), jnp.float32), terminated=jnp.zeros((num_envs,), bool),
-        truncated=jnp.zeros((num_envs,), bool), next_obs=jnp.zeros((num_envs, *policy.obs_shape), jnp.float32))
+    buffer_shape = dict(obs_shape=policy.obs_shape, action_shape=(), action_dtype=jnp.int32, num_envs=num_envs,
+                        num_steps=num_steps)
+    new_buffer(replay_cfg, **buffer_shape)  # a capacity below one rollout fails here, not at init
 
-    def init(key: jax.Array, hparams: LearnerHyperparams | None = None) -> DQNState:
+    def init(key: jax.Array, hparams: LearnerHyperparams | None = None) -> LearnerState:
         key, init_key = jax.random.split(key)
         params = policy.init(init_key)
         params = params.replace(epsilon=epsilon(jnp.zeros((), jnp.int32)))
-        return DQNState(params=params, opt_state=optimizer.init(params.network), key=key,
-                        update_count=jnp.zeros((), jnp.int32),
-                        hparams=LearnerHyperparams.from_config(cfg) if hparams is None else hparams,
-                        target_network=params.network,
-                        replay=replay.init(example, capacity_rows, prioritised=dqn_cfg.prioritised),
-                        gradient_steps=jnp.zeros((), jnp.int32))
+        return LearnerState(params=params, opt_state=optimizer.init(params.network), key=key,
+                            update_count=jnp.zeros((), jnp.int32),
+                            hparams=LearnerHyperparams.from_config(cfg) if hparams is None else hparams,
+                            extra=ReplayState(nets=params.network, buffer=new_buffer(replay_cfg, **buffer_shape),
+                                              gradient_steps=jnp.zeros((), jnp.int32)))
 
-    def update(state: DQNState, trajectory: Trajectory) -> tuple[DQNState, dict]:
-        learning_rate = annealed_learning_rate(state.hparams.learning_rate, state.update_count, num_updates,
-                                               cfg.anneal_lr)
-        buffer = replay.add(state.replay, replay.transitions_of(trajectory))
-        key, learn_key = jax.random.split(state.key)
-        weight_exponent = priority.annealed_exponent(dqn_cfg.priority_weight_exponent,
-                                                     state.update_count / num_updates)
+    def update(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, dict]:
+        start = begin_update(state, trajectory, cfg, replay_cfg, num_updates=num_updates)
+        buffer, learning_rate = start.buffer, start.learning_rate
 
         def gradient_step(carry, step_key):
             network, target_network, opt_state, gradient_steps, (priorities, max_priority) = carry
             # the priorities change every step (None, unchanged, for a uniform ring)
             view = buffer.replace(priorities=priorities, max_priority=max_priority)
-            batch = replay.sample(view, step_key, batch_size=dqn_cfg.replay_batch_size,
-                                  n_step=dqn_cfg.n_step, gamma=cfg.gamma, weight_exponent=weight_exponent)
+            batch = replay.sample(view, step_key, batch_size=replay_cfg.replay_batch_size,
+                                  n_step=replay_cfg.n_step, gamma=cfg.gamma, weight_exponent=start.weight_exponent)
             grads, metrics = jax.grad(lambda p: q_learning_loss(q_values, p, target_network, batch,
                                                                 dqn_cfg.double_q, dqn_cfg.huber_delta),
-                                   has_aux=True)(network)
+                                      has_aux=True)(network)
             td_abs = metrics.pop("td_abs")
-            if dqn_cfg.prioritised:  # the n-step TD errors of the transitions just learned from
+            if replay_cfg.prioritised:  # the n-step TD errors of the transitions just learned from
                 view = replay.update_priorities(view, batch["row"], batch["env"], td_abs,
-                                                exponent=dqn_cfg.priority_exponent, epsilon=dqn_cfg.priority_epsilon)
+                                                exponent=replay_cfg.priority_exponent,
+                                                epsilon=replay_cfg.priority_epsilon)
             updates, opt_state = optimizer.update(grads, opt_state, network)
             network = sgd_step(network, updates, learning_rate)
             gradient_steps = gradient_steps + 1
@@ -162,28 +128,35 @@ def make_dqn(cfg, dqn_cfg, policy: Policy, q_values: Callable, *, num_updates: i
             carry = (network, target_network, opt_state, gradient_steps, (view.priorities, view.max_priority))
             return carry, {**metrics, "grad_norm": optax.tree.norm(grads)}
 
-        fill = buffer.size * num_envs
-        ready = fill >= dqn_cfg.learning_starts
-        carry = (state.params.network, state.target_network, state.opt_state, state.gradient_steps,
+        carry = (state.params.network, state.extra.nets, state.opt_state, state.extra.gradient_steps,
                  (buffer.priorities, buffer.max_priority))
-        (network, target_network, opt_state, gradient_steps, (priorities, max_priority)), metrics = \
-            replay.gradient_steps_once_ready(gradient_step, carry, learn_key, num_steps=dqn_cfg.replay_ratio,
-                                             ready=ready)
+        carry, metrics, ready = learn_once_ready(gradient_step, carry, start, replay_cfg, num_envs=num_envs)
+        network, target_network, opt_state, gradient_steps, (priorities, max_priority) = carry
         buffer = buffer.replace(priorities=priorities, max_priority=max_priority)
         acted_epsilon = state.params.epsilon  # the rate this fragment was collected with
         update_count = state.update_count + 1
         params = state.params.replace(network=network, epsilon=epsilon(update_count * num_envs * num_steps))
-        state = state.replace(params=params, opt_state=opt_state, key=key, update_count=update_count,
-                              target_network=target_network, replay=buffer, gradient_steps=gradient_steps)
+        state = state.replace(params=params, opt_state=opt_state, key=start.key, update_count=update_count,
+                              extra=ReplayState(nets=target_network, buffer=buffer, gradient_steps=gradient_steps))
         metrics = {**metrics, "learning_rate": learning_rate, "epsilon": acted_epsilon,
-                   "replay_fill": fill / (buffer.capacity_rows * num_envs),
-                   "gradient_steps": jnp.where(ready, dqn_cfg.replay_ratio, 0).astype(jnp.float32)}
-        if dqn_cfg.prioritised:
-            metrics["priority_weight_exponent"] = weight_exponent
+                   **replay_metrics(buffer, ready, replay_cfg, num_envs=num_envs)}
+        if replay_cfg.prioritised:
+            metrics["priority_weight_exponent"] = start.weight_exponent
         return state, metrics
 
     def behaviour(params, env_steps):
         # the epsilon of the env steps taken, whatever update the params come from (async lag >= 1)
         return params.replace(epsilon=jnp.broadcast_to(epsilon(env_steps), params.epsilon.shape))
 
-    return Algorithm(init, update, behaviour)
+    return Algorithm(init, update, behaviour, host=host_hooks(replay_cfg))
+
+
+def _networks(cfg, obs_shape, action_space):
+    policy, q_values = make_q_policy(cfg.network, obs_shape, action_space)
+    return policy, at_matmul_precision(q_values, cfg.matmul_precision)
+
+
+LEARNER = Learner(networks=_networks,
+                  make=lambda cfg, policy, q_values, unroll: make_dqn(
+                      cfg.learner, cfg.replay, cfg.dqn, policy, q_values, num_updates=cfg.num_updates,
+                      num_envs=cfg.num_envs, num_steps=cfg.num_steps, total_timesteps=cfg.total_timesteps))

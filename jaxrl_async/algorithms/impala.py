@@ -23,9 +23,9 @@ import jax.numpy as jnp
 
 from jaxrl_async.core import losses
 from jaxrl_async.core.advantages import gae_inputs, vtrace
-from jaxrl_async.algorithms.sgd import make_learner, replay, replay_batch
+from jaxrl_async.algorithms.sgd import actor_critic, make_learner, replay, replay_batch
 from jaxrl_async.nets.actor_critic import Policy
-from jaxrl_async.types import Algorithm, Trajectory
+from jaxrl_async.types import Algorithm, Learner, Trajectory
 
 _FIELDS = ("obs", "next_obs", "action", "log_prob", "reward", "terminated", "truncated")
 
@@ -60,3 +60,7 @@ def make_impala(cfg, policy: Policy, *, num_updates: int, unroll: int = 1) -> Al
         return batch, num_sequences, {}
 
     return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates, unroll=unroll)
+
+
+LEARNER = Learner(networks=actor_critic,
+                  make=lambda cfg, policy, nets, unroll: make_impala(cfg.learner, policy, num_updates=cfg.num_updates, unroll=unroll))

@@ -17,9 +17,9 @@ import jax.numpy as jnp
 from jaxrl_async.core import losses
 from jaxrl_async.core.advantages import batched_lambda_returns, gae_inputs
 from jaxrl_async.algorithms.a2c import policy_gradient_terms
-from jaxrl_async.algorithms.sgd import make_learner, replay_batch
+from jaxrl_async.algorithms.sgd import actor_critic, make_learner, replay_batch
 from jaxrl_async.nets.actor_critic import Policy
-from jaxrl_async.types import Algorithm, Trajectory
+from jaxrl_async.types import Algorithm, Learner, Trajectory
 
 
 def monte_carlo_returns(trajectory: Trajectory, gamma: float) -> jax.Array:
@@ -42,3 +42,7 @@ def make_reinforce(cfg, policy: Policy, *, num_updates: int, unroll: int = 1) ->
                              "return_mean": jnp.mean(returns)}
 
     return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates, unroll=unroll)
+
+
+LEARNER = Learner(networks=actor_critic,
+                  make=lambda cfg, policy, nets, unroll: make_reinforce(cfg.learner, policy, num_updates=cfg.num_updates, unroll=unroll))

@@ -2,8 +2,8 @@
 critics, learned temperature) for Box actions, as an `Algorithm(init, update)`.
 
 One `update` takes the rollout's `[T, B]` fragment (acted by the squashed-Gaussian actor,
-`sac_policy.py`, or uniformly at random before learning starts), adds it to the replay
-buffer it carries (`replay.py`, DQN's), and — once the buffer holds `learning_starts`
+`nets/sac.py`, or uniformly at random before learning starts), adds it to the replay
+buffer it carries (`replay/learner.py`, DQN's), and — once the buffer holds `learning_starts`
 transitions — takes `replay_ratio` gradient steps, each on a minibatch sampled uniformly (or
 by priority, `priority_exponent` > 0: the critics' loss is then importance-weighted and their
 mean |TD error| per transition becomes its priority; the actor's loss is not weighted):
@@ -17,7 +17,7 @@ mean |TD error| per transition becomes its priority; the actor's loss is not wei
     Q_target <- tau Q + (1 - tau) Q_target
 
 `discount` is gamma^m, zero after a termination; at a time limit s' is the pre-reset
-observation, so truncations bootstrap (`replay.n_step_target`). With n_step > 1 the entropy
+observation, so truncations bootstrap (`replay/buffer.py`, `n_step_target`). With n_step > 1 the entropy
 term enters at the bootstrap only (the n-step return holds the rewards alone). Actions enter
 the critics as unit actions in [-1, 1]^D (`SquashedGaussian.to_unit`).
 
@@ -36,41 +36,23 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_async.algorithms.replay import priority
 from jaxrl_async.algorithms.replay import buffer as replay
-from jaxrl_async.algorithms.sgd import LearnerHyperparams, annealed_learning_rate
+from jaxrl_async.algorithms.replay.learner import (ReplayState, begin_update, host_hooks, learn_once_ready,
+                                                   new_buffer, replay_metrics)
+from jaxrl_async.algorithms.sgd import LearnerHyperparams
 from jaxrl_async.core.optimizer import make_optimizer, sgd_step
-from jaxrl_async.nets.sac import SACNets
-from jaxrl_async.nets.actor_critic import Policy
-from jaxrl_async.types import Algorithm, Trajectory
+from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
+from jaxrl_async.nets.sac import SACNets, make_sac_policy
+from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
 
 
 @struct.dataclass
-class SACState:
-    """The learner state of `LearnerState` (params, opt_state, key, update_count, hparams) plus SAC's own.
+class SACCritics:
+    """SAC's `ReplayState.nets`: the twin critics' params, their Polyak average, and log alpha (`[]`)."""
 
-    Attributes:
-      params: `SACParams` (the actor and whether the rollout acts at random).
-      opt_state: dict of Adam states, `actor`, `critic`, `temperature`.
-      key: PRNG key for sampling.
-      update_count: `[]` int32 iterations (rollouts) consumed.
-      hparams: `LearnerHyperparams` (learning_rate is the one SAC uses, for all three steps).
-      critic, target_critic: the twin critics' params and their Polyak average.
-      log_temperature: `[]` float32, log alpha.
-      replay: `replay.ReplayBuffer`, leaves `[C, B, ...]`.
-      gradient_steps: `[]` int32 gradient steps taken.
-    """
-
-    params: Any
-    opt_state: Any
-    key: jax.Array
-    update_count: jax.Array
-    hparams: Any
     critic: Any
     target_critic: Any
     log_temperature: jax.Array
-    replay: replay.ReplayBuffer
-    gradient_steps: jax.Array
 
 
 # -- the losses, on plain arrays (tests/test_sac.py checks them against NumPy) ---------------
@@ -119,71 +101,63 @@ def actor_loss_on_batch(nets: SACNets, actor_params, critic_params, batch: dict,
     return actor_loss(q, log_prob, temperature), log_prob
 
 
-def make_sac(cfg, dqn_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_updates: int, num_envs: int,
+def make_sac(cfg, replay_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_updates: int, num_envs: int,
              num_steps: int) -> Algorithm:
-    """SAC over rollouts of `num_steps` x `num_envs`.
+    """SAC over rollouts of `num_steps` x `num_envs`; its `LearnerState.extra` is a `ReplayState`
+    whose `nets` are `SACCritics`, and its `opt_state` a dict of Adam states (`actor`, `critic`,
+    `temperature`).
 
     Args:
       cfg: the learner config (learning_rate, anneal_lr, gamma, max_grad_norm).
-      dqn_cfg: `config.DQNConfig`, for its replay fields (capacity, learning_starts,
-        replay_ratio, replay_batch_size, n_step).
+      replay_cfg: `config.ReplayConfig`.
       sac_cfg: `config.SACConfig`.
-      policy, nets: the actor policy and SAC's networks (`sac_policy.make_sac_policy`).
+      policy, nets: the actor policy and SAC's networks (`nets.sac.make_sac_policy`).
       num_updates: iterations in the run (for the learning-rate annealing).
       num_envs, num_steps: the rollout's B and T.
     """
     optimizer = make_optimizer(cfg.max_grad_norm)
     target_entropy = (-float(nets.action_dim) if sac_cfg.target_entropy == "auto"
                       else float(sac_cfg.target_entropy))
-    capacity_rows = dqn_cfg.replay_capacity // num_envs
-    if capacity_rows < num_steps:
-        raise ValueError(f"replay_capacity={dqn_cfg.replay_capacity} must hold at least one rollout, "
-                         f"num_envs*num_steps={num_envs * num_steps}")
-    example = dict(
-        obs=jnp.zeros((num_envs, *policy.obs_shape), jnp.float32),
-        action=jnp.zeros((num_envs, *policy.action_shape), jnp.float32),
-        reward=jnp.zeros((num_envs,), jnp.float32), terminated=jnp.zeros((num_envs,), bool),
-        truncated=jnp.zeros((num_envs,), bool), next_obs=jnp.zeros((num_envs, *policy.obs_shape), jnp.float32))
+    buffer_shape = dict(obs_shape=policy.obs_shape, action_shape=policy.action_shape, action_dtype=jnp.float32,
+                        num_envs=num_envs, num_steps=num_steps)
+    new_buffer(replay_cfg, **buffer_shape)  # a capacity below one rollout fails here, not at init
 
-    def init(key: jax.Array, hparams: LearnerHyperparams | None = None) -> SACState:
+    def init(key: jax.Array, hparams: LearnerHyperparams | None = None) -> LearnerState:
         key, actor_key, critic_key = jax.random.split(key, 3)
         params = policy.init(actor_key)
         critic = nets.init_critic(critic_key)
         log_temperature = jnp.log(jnp.float32(sac_cfg.init_temperature))
         opt_state = dict(actor=optimizer.init(params.actor), critic=optimizer.init(critic),
                          temperature=optimizer.init(log_temperature))
-        return SACState(params=params, opt_state=opt_state, key=key, update_count=jnp.zeros((), jnp.int32),
-                        hparams=LearnerHyperparams.from_config(cfg) if hparams is None else hparams,
-                        critic=critic, target_critic=critic, log_temperature=log_temperature,
-                        replay=replay.init(example, capacity_rows, prioritised=dqn_cfg.prioritised),
-                        gradient_steps=jnp.zeros((), jnp.int32))
+        critics = SACCritics(critic=critic, target_critic=critic, log_temperature=log_temperature)
+        return LearnerState(params=params, opt_state=opt_state, key=key, update_count=jnp.zeros((), jnp.int32),
+                            hparams=LearnerHyperparams.from_config(cfg) if hparams is None else hparams,
+                            extra=ReplayState(nets=critics, buffer=new_buffer(replay_cfg, **buffer_shape),
+                                              gradient_steps=jnp.zeros((), jnp.int32)))
 
     def adam_step(params, grads, opt_state, learning_rate):
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return sgd_step(params, updates, learning_rate), opt_state
 
-    def update(state: SACState, trajectory: Trajectory) -> tuple[SACState, dict]:
-        learning_rate = annealed_learning_rate(state.hparams.learning_rate, state.update_count, num_updates,
-                                               cfg.anneal_lr)
-        buffer = replay.add(state.replay, replay.transitions_of(trajectory))
-        key, learn_key = jax.random.split(state.key)
-        weight_exponent = priority.annealed_exponent(dqn_cfg.priority_weight_exponent,
-                                                     state.update_count / num_updates)
+    def update(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, dict]:
+        start = begin_update(state, trajectory, cfg, replay_cfg, num_updates=num_updates)
+        buffer, learning_rate = start.buffer, start.learning_rate
 
         def gradient_step(carry, step_key):
             actor, critic, target_critic, log_temperature, opt_state, (priorities, max_priority) = carry
             sample_key, next_key, actor_key = jax.random.split(step_key, 3)
             view = buffer.replace(priorities=priorities, max_priority=max_priority)  # None: uniform
-            batch = replay.sample(view, sample_key, batch_size=dqn_cfg.replay_batch_size,
-                                  n_step=dqn_cfg.n_step, gamma=cfg.gamma, weight_exponent=weight_exponent)
+            batch = replay.sample(view, sample_key, batch_size=replay_cfg.replay_batch_size,
+                                  n_step=replay_cfg.n_step, gamma=cfg.gamma, weight_exponent=start.weight_exponent)
             temperature = jnp.exp(log_temperature)
             critic_grads, metrics = jax.grad(
                 lambda c: critic_loss_on_batch(nets, c, target_critic, actor, batch, temperature, next_key),
                 has_aux=True)(critic)
             td_abs = metrics.pop("td_abs")
-            if dqn_cfg.prioritised:  # prioritised replay weights the critics' loss only, not the actor's
+            if replay_cfg.prioritised:  # prioritised replay weights the critics' loss only, not the actor's
                 view = replay.update_priorities(view, batch["row"], batch["env"], td_abs,
-                                                exponent=dqn_cfg.priority_exponent, epsilon=dqn_cfg.priority_epsilon)
+                                                exponent=replay_cfg.priority_exponent,
+                                                epsilon=replay_cfg.priority_epsilon)
             critic, critic_opt = adam_step(critic, critic_grads, opt_state["critic"], learning_rate)
             (loss_pi, log_prob), actor_grads = jax.value_and_grad(
                 lambda a: actor_loss_on_batch(nets, a, critic, batch, temperature, actor_key), has_aux=True)(actor)
@@ -199,34 +173,44 @@ def make_sac(cfg, dqn_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_update
             # `loss` and `grad_norm`, which every learner reports (the divergence check reads them):
             # the critics' and the actor's together
             metrics = {**metrics, "loss": metrics["critic_loss"] + loss_pi,
-                       "grad_norm": optax.tree.norm((critic_grads, actor_grads)), "actor_loss": loss_pi, "entropy": -jnp.mean(log_prob), "temperature": temperature,
+                       "grad_norm": optax.tree.norm((critic_grads, actor_grads)), "actor_loss": loss_pi,
+                       "entropy": -jnp.mean(log_prob), "temperature": temperature,
                        "critic_grad_norm": optax.tree.norm(critic_grads),
                        "actor_grad_norm": optax.tree.norm(actor_grads)}
             priority_state = (view.priorities, view.max_priority)
             return (actor, critic, target_critic, log_temperature, opt_state, priority_state), metrics
 
-        fill = buffer.size * num_envs
-        ready = fill >= dqn_cfg.learning_starts
-        carry = (state.params.actor, state.critic, state.target_critic, state.log_temperature, state.opt_state,
+        critics = state.extra.nets
+        carry = (state.params.actor, critics.critic, critics.target_critic, critics.log_temperature, state.opt_state,
                  (buffer.priorities, buffer.max_priority))
-        (actor, critic, target_critic, log_temperature, opt_state, (priorities, max_priority)), metrics = \
-            replay.gradient_steps_once_ready(gradient_step, carry, learn_key, num_steps=dqn_cfg.replay_ratio,
-                                             ready=ready)
+        carry, metrics, ready = learn_once_ready(gradient_step, carry, start, replay_cfg, num_envs=num_envs)
+        actor, critic, target_critic, log_temperature, opt_state, (priorities, max_priority) = carry
         buffer = buffer.replace(priorities=priorities, max_priority=max_priority)
-        gradient_steps = state.gradient_steps + jnp.where(ready, dqn_cfg.replay_ratio, 0)
+        gradient_steps = state.extra.gradient_steps + jnp.where(ready, replay_cfg.replay_ratio, 0)
         acted_randomly = state.params.random_actions  # how this fragment was collected
         params = state.params.replace(actor=actor, random_actions=gradient_steps == 0)
-        state = state.replace(params=params, opt_state=opt_state, key=key, update_count=state.update_count + 1,
-                              critic=critic, target_critic=target_critic, log_temperature=log_temperature,
-                              replay=buffer, gradient_steps=gradient_steps)
+        critics = SACCritics(critic=critic, target_critic=target_critic, log_temperature=log_temperature)
+        state = state.replace(params=params, opt_state=opt_state, key=start.key, update_count=state.update_count + 1,
+                              extra=ReplayState(nets=critics, buffer=buffer, gradient_steps=gradient_steps))
         metrics = {**metrics, "learning_rate": learning_rate, "random_actions": acted_randomly.astype(jnp.float32),
-                   "replay_fill": fill / (buffer.capacity_rows * num_envs),
-                   "gradient_steps": jnp.where(ready, dqn_cfg.replay_ratio, 0).astype(jnp.float32)}
+                   **replay_metrics(buffer, ready, replay_cfg, num_envs=num_envs)}
         return state, metrics
 
     def behaviour(params, env_steps):
         # the warm-up ends with the first update that finds learning_starts transitions, which
         # params a version behind do not know yet (async lag >= 1)
-        return params.replace(random_actions=params.random_actions & (env_steps < dqn_cfg.learning_starts))
+        return params.replace(random_actions=params.random_actions & (env_steps < replay_cfg.learning_starts))
 
-    return Algorithm(init, update, behaviour)
+    return Algorithm(init, update, behaviour, host=host_hooks(replay_cfg))
+
+
+def _networks(cfg, obs_shape, action_space):
+    policy, nets = make_sac_policy(cfg.network, obs_shape, action_space)
+    return policy, nets._replace(actor=at_matmul_precision(nets.actor, cfg.matmul_precision),
+                                 critic=at_matmul_precision(nets.critic, cfg.matmul_precision))
+
+
+LEARNER = Learner(networks=_networks,
+                  make=lambda cfg, policy, nets, unroll: make_sac(
+                      cfg.learner, cfg.replay, cfg.sac, policy, nets, num_updates=cfg.num_updates,
+                      num_envs=cfg.num_envs, num_steps=cfg.num_steps))

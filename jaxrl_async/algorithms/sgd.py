@@ -16,7 +16,7 @@ import optax
 from flax import struct
 
 from jaxrl_async.config import check_minibatches
-from jaxrl_async.nets.actor_critic import Policy
+from jaxrl_async.nets.actor_critic import Policy, make_policy
 from jaxrl_async.core.optimizer import make_optimizer, sgd_step
 from jaxrl_async.types import Algorithm, LearnerState, Trajectory
 
@@ -77,6 +77,11 @@ def sweep_hparams(cfg, seeds_per_point: int, **axes: Sequence[float]) -> tuple[L
                for name in fields}
     hparams = LearnerHyperparams(**{name: jnp.repeat(column, seeds_per_point) for name, column in columns.items()})
     return hparams, points
+
+
+def actor_critic(cfg, obs_shape, action_space) -> tuple[Policy, None]:
+    """`Learner.networks` of the learners on this module's loop: the actor-critic alone."""
+    return make_policy(cfg.network, obs_shape, action_space), None
 
 
 # loss(params, minibatch, hparams) -> (scalar loss, dict of scalar metrics)

@@ -1,43 +1,45 @@
-"""One jitted rollout: `lax.scan` over T steps of act -> env.step -> record, then GAE.
+"""The device collector: one jitted `lax.scan` over T steps of act -> env.step -> record, then the
+finishing step (bootstrap values, GAE; `collector.finish`).
 
     rollout = make_rollout(env, env_params, policy, num_envs=4, num_steps=128, ...)
     state = rollout.init(key)
     state, trajectory = jax.jit(rollout.collect)(params, state)
+    actor = rollout.make_actor(placement, states, ...)   # the async mode's actor (`DeviceActor`)
+    evaluate = rollout.evaluator(num_episodes=32)        # `evaluate.DeviceEvaluator`
 
 Observations may be pytrees (a Dict / Tuple observation space): the state's and the
 trajectory's observations then have the space's structure, leaves `[B, ...]` / `[T, B, ...]`.
 
 The same `collect` serves the fused trainer (inside its scan over iterations) and
-the async pipeline's actor thread (jitted on its own).
+the async pipeline's actor thread (jitted on its own, `DeviceActor`).
 """
 
 from __future__ import annotations
 
+import functools
+import time
 from typing import Any, Callable, NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
 
-from jaxrl_async.core.advantages import batched_gae, gae_inputs
-from jaxrl_async.core.bootstrap import bootstrap_values
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.envs.wrappers import max_truncations as env_truncation_bound
 from jaxrl_async.core.exploration import check_correlation, initial_noise, next_noise
 from jaxrl_async.nets.actor_critic import Policy, reset_carry
 from jaxrl_async.envs.spaces import as_observation, map_shapes
+from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, finish, over_seeds, warm_up
+from jaxrl_async.rollout.evaluate import DeviceEvaluator, make_evaluator
 from jaxrl_async.types import RolloutState, Trajectory
-
-
-class Rollout(NamedTuple):
-    init: Callable[[jax.Array], RolloutState]  # key -> RolloutState
-    collect: Callable[[Any, RolloutState], tuple[RolloutState, Trajectory]]  # (params, state)
 
 
 def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: int,
                  gamma: float, gae_lambda: float, normalize_obs: bool = False,
                  unroll: int = 1, gae_scan: str = "sequential", noise_correlation: float = 0.0,
-                 max_truncations: int | None = None) -> Rollout:
+                 max_truncations: int | None = None) -> "DeviceRollout":
     """Build the rollout for `num_envs` parallel copies of a gymnax-1.x env.
 
     Args:
@@ -117,19 +119,112 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         initial_carry = state.carry
         state, rec = jax.lax.scan(lambda s, x: step(params, s, x), state, None,
                                   length=num_steps, unroll=unroll)
+        carry_after = rec.pop("carry_after")
         # the fragment leaves off at the next one's first observation and carry (at a reset their
         # value is not used: the step before it ended the episode)
-        bootstrap_value = bootstrap_values(lambda obs, carry: policy.value_step(params, obs, carry), rec,
-                                           rec.pop("carry_after"), truncations,
-                                           following=(observe(state.obs_stats, state.obs), state.carry))
-        discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"],
-                                          gamma, gae_lambda)
-        advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t,
-                                scan=gae_scan)
-        trajectory = Trajectory(**rec, bootstrap_value=bootstrap_value, advantage=advantage,
-                                target=advantage + rec["value"], initial_carry=initial_carry)
+        trajectory = finish(policy, params, rec, carry_after, initial_carry, gamma=gamma, gae_lambda=gae_lambda,
+                            gae_scan=gae_scan, max_truncations=truncations,
+                            following=(observe(state.obs_stats, state.obs), state.carry))
         chex.assert_shape([trajectory.reward, trajectory.advantage, trajectory.log_prob],
                           (num_steps, num_envs))
         return state, trajectory
 
-    return Rollout(init, collect)
+    evaluator = functools.partial(make_evaluator, env, env_params, policy, normalize_obs=normalize_obs)
+    return DeviceRollout(init, collect, policy, num_envs, num_steps, evaluator)
+
+
+class DeviceRollout(NamedTuple):
+    """A device collector (`collector.Collector`): `init` and `collect` are pure and jittable."""
+
+    init: Callable[[jax.Array], RolloutState]  # key -> RolloutState
+    collect: Callable[[Any, RolloutState], tuple[RolloutState, Trajectory]]  # (params, state)
+    policy: Policy
+    num_envs: int
+    num_steps: int
+    make_evaluator: Callable[..., Callable]  # (num_episodes=, unroll=) -> evaluate
+
+    def make_actor(self, placement, state, *, device, num_seeds: int, seed: int, start: int,
+                   num_actors: int) -> "DeviceActor":
+        """The async mode's actor (the env seeds, their stream and the actor count are host envs')."""
+        return DeviceActor(self, placement, state, device, num_seeds)
+
+    def evaluator(self, num_episodes: int, unroll: int = 1) -> DeviceEvaluator:
+        return DeviceEvaluator(self.make_evaluator(num_episodes=num_episodes, unroll=unroll))
+
+
+class DeviceActor:
+    """The async mode's actor over a device rollout: its jitted `collect` over every seed, on the
+    learner's placement or, with `--actor-device cpu`, compiled for a device of its own; then the
+    params are copied there once per version and each trajectory reaches the learner's device as
+    one transfer."""
+
+    def __init__(self, collector: DeviceRollout, placement, state, device: Any | None, num_seeds: int):
+        shardings = placement.shardings(state)
+        self._learner_rollout_sharding = shardings.rollout
+        self._device = device
+        self._source = self._params = None
+
+        def collect_fn(params, rollout_state):
+            rollout_state, trajectory = over_seeds(collector.collect, num_seeds)(params, rollout_state)
+            if device is None:
+                rollout_state = jax.lax.with_sharding_constraint(rollout_state, shardings.rollout)
+            return rollout_state, trajectory
+
+        params, rollout = state.learner.params, state.rollout
+        self.unpack = lambda trajectory: trajectory  # noqa: E731 -- applied by the learner, inside its jit
+        if device is None:
+            self._collect = jax.jit(collect_fn).lower(params, rollout).compile()
+            # the learner is compiled for the trajectory exactly as collect lays it out
+            _, trajectory = jax.eval_shape(collect_fn, params, rollout)
+            _, out_shardings = self._collect.output_shardings
+            self.trajectory = jax.tree.map(lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh),
+                                           trajectory, out_shardings)
+            warm_up(self._collect, params, rollout)
+        else:
+            # params and trajectory cross devices packed, each as one flat array: a copy per leaf
+            # cost ~70 us (27 leaves) on the 2-core CPU, one copy of the packed array a few
+            _, unravel_params = ravel_pytree(jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), params))
+            _, trajectory = jax.eval_shape(collect_fn, params, rollout)
+            _, self.unpack = ravel_pytree(jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), trajectory))
+
+            def collect_packed(flat_params, rollout_state):
+                rollout_state, trajectory = collect_fn(unravel_params(flat_params), rollout_state)
+                return rollout_state, ravel_pytree(trajectory)[0]
+
+            replicated = jax.sharding.NamedSharding(placement.mesh, jax.sharding.PartitionSpec())
+            self._pack_params = jax.jit(lambda p: ravel_pytree(p)[0], out_shardings=replicated)
+            flat_params, rollout = jax.device_put((self._pack_params(params), rollout), device)
+            self._collect = jax.jit(collect_packed).lower(flat_params, rollout).compile()
+            _, packed = jax.eval_shape(collect_packed, flat_params, rollout)
+            self._out_shardings = replicated
+            self.trajectory = jax.ShapeDtypeStruct(packed.shape, packed.dtype, sharding=replicated)
+            warm_up(self._collect, flat_params, rollout)
+        self._timings = dict.fromkeys(HOST_TIMING_FIELDS, 0.0)
+
+    def collect(self, params, rollout_state):
+        if self._device is None:
+            return self._collect(params, rollout_state)
+        start = time.perf_counter()
+        if params is not self._source:  # once per version: the store hands out the same object
+            self._params, self._source = jax.device_put(self._pack_params(params), self._device), params
+        rollout_state = jax.device_put(rollout_state, self._device)  # a no-op once it lives there
+        transfer_s = time.perf_counter() - start
+        tick = time.perf_counter()
+        rollout_state, trajectory = self._collect(self._params, rollout_state)
+        jax.block_until_ready(trajectory)
+        inference_s = time.perf_counter() - tick
+        tick = time.perf_counter()
+        trajectory = jax.block_until_ready(jax.device_put(trajectory, self._out_shardings))
+        self._timings = {"env_s": 0.0, "inference_s": inference_s,
+                         "transfer_s": transfer_s + time.perf_counter() - tick}
+        return rollout_state, trajectory
+
+    def timings(self) -> dict:
+        return dict(self._timings)
+
+    def to_learner(self, rollout_state):
+        return rollout_state if self._device is None else jax.device_put(rollout_state,
+                                                                        self._learner_rollout_sharding)
+
+    def close(self) -> None:
+        pass

@@ -3,6 +3,11 @@
     evaluate = make_evaluator(env, env_params, policy, num_episodes=32)
     result = jax.jit(evaluate)(params, obs_stats, key)   # EvalResult of [N] arrays
 
+Every collector's `evaluator(num_episodes)` returns an evaluator with one interface: called as
+`evaluate(params, obs_stats, key, greedy=True)`, and `evaluate.stage(fn)` gives how a program
+that calls it runs — jitted for `DeviceEvaluator` (this module), as plain Python for the host
+envs' (`host.HostEvaluator`), so the run's code asks the evaluator, never its kind.
+
 Each of the `num_episodes` envs runs until its first episode ends (terminated or
 truncated by the env's time limit); the return is undiscounted. The loop is a
 `lax.while_loop` that stops once every env is done, so it costs one episode of
@@ -132,3 +137,21 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
         return EvalResult(returns=loop.returns, lengths=loop.lengths, complete=loop.done)
 
     return evaluate
+
+
+class DeviceEvaluator:
+    """`make_evaluator`'s function behind the evaluators' one interface: a JAX function, so a
+    program around it is jitted (`stage`)."""
+
+    def __init__(self, evaluate: Callable[..., EvalResult]):
+        self._evaluate = evaluate
+
+    def __call__(self, params: Any, obs_stats: RunningMeanStd, key: jax.Array, greedy: bool = True) -> EvalResult:
+        return self._evaluate(params, obs_stats, key, greedy=greedy)
+
+    @staticmethod
+    def stage(fn: Callable, **jit_kwargs) -> Callable:
+        return jax.jit(fn, **jit_kwargs)
+
+    def close(self) -> None:
+        pass

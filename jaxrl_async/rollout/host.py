@@ -1,20 +1,22 @@
-"""Rollouts over host environments (`--env gymnasium:<id>`, `envpool:<id>`): NumPy env steps, jitted acting.
+"""The host collector (`--env gymnasium:<id>`, `envpool:<id>`): NumPy env steps, jitted acting.
 
     rollout = HostRollout(spec, policy, num_envs=4, num_steps=128, gamma=0.99, gae_lambda=0.95)
-    state = rollout.init(key)                          # jittable, like `rollout.make_rollout`'s
-    actor = rollout.actor(seeds, device, out_sharding)
-    state, trajectory = actor.collect(params, state)   # [1, T, B] Trajectory on out_sharding
+    state = rollout.init(key)                          # jittable, like the device rollout's
+    actor = rollout.make_actor(placement, states, ...) # `HostActors`: the async mode's actor threads
+    state, trajectory = actor.collect(params, state)   # [1, T, B] Trajectory on the learner's device
+    evaluate = rollout.evaluator(num_episodes=32)      # `HostEvaluator`, on envs of its own
 
 Each of the T steps calls one jitted `act` on the actor's device (params copied there once per
 version) and steps the envs on the host; at the fragment's end one jitted call values the pre-reset
-observations (the truncation bootstrap), runs GAE and builds the same `Trajectory` that
-`rollout.collect` produces, which reaches the learner's device as one transfer. The envs' states
+observations (the truncation bootstrap), runs GAE and builds the same `Trajectory` that the device
+rollout produces (`collector.finish`), which reaches the learner's device as one transfer. The envs' states
 live on the host and are not part of `RolloutState` (its `env_state` is a placeholder): a resumed
 run restarts its episodes. Host envs train one seed (the `[1]` axis the learner expects).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from typing import Any, Callable
 
@@ -22,20 +24,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_async.core.advantages import batched_gae, gae_inputs
-from jaxrl_async.core.bootstrap import bootstrap_values
 from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, set_row
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.core.exploration import check_correlation, correlate, fresh_noise, initial_noise
 from jaxrl_async.nets.actor_critic import Policy, reset_carry
 from jaxrl_async.envs.spaces import map_shapes, zeros_observation
-from jaxrl_async.types import RolloutState, Trajectory
+from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, finish
+from jaxrl_async.types import RECORDED_FIELDS, RolloutState, Trajectory
 
-HOST_TIMING_FIELDS = ("env_s", "inference_s", "transfer_s")
-# what a fragment records on the host, [T, B, ...] each
-REC_FIELDS = ("obs", "action", "log_prob", "value", "reward", "terminated", "truncated", "next_obs",
-              "episode_return", "episode_length", "episode_done", "reset")
 
 
 def env_seeds(seed: int, stream: int, num_envs: int) -> list[int]:
@@ -112,14 +109,10 @@ class HostRollout:
                                 carry=policy.initial_carry((num_envs,)), reset=jnp.ones((num_envs,), bool),
                                 noise=initial_noise(num_envs, policy.action_shape) if correlated else ())
 
-        def finish(params, rec: dict, carry_after, initial_carry) -> Trajectory:
+        def finish_fragment(params, rec: dict, carry_after, initial_carry) -> Trajectory:
             # host envs' time limits are their own: every step's next_obs is valued
-            bootstrap_value = bootstrap_values(lambda obs, carry: policy.value_step(params, obs, carry), rec,
-                                               carry_after, num_steps)
-            discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"], gamma, gae_lambda)
-            advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t, scan=gae_scan)
-            trajectory = Trajectory(**rec, bootstrap_value=bootstrap_value, advantage=advantage,
-                                    target=advantage + rec["value"], initial_carry=initial_carry)
+            trajectory = finish(policy, params, rec, carry_after, initial_carry, gamma=gamma, gae_lambda=gae_lambda,
+                                gae_scan=gae_scan, max_truncations=num_steps)
             return jax.tree.map(lambda x: x[None], trajectory)  # the learner's seed axis
 
         self.init = init
@@ -133,7 +126,7 @@ class HostRollout:
         # evaluation: frozen statistics
         self.act_frozen = jax.jit(lambda p, s, o, c, r, k, greedy: _act(policy, p, s.normalize(o), c, r, _with_key(k),
                                                                         greedy), static_argnums=6)
-        self.finish = jax.jit(finish)
+        self.finish = jax.jit(finish_fragment)
         # the seed axis off the params and the carried state, and back on: one call each (eager
         # slicing cost ~50-100 us a leaf on the loaded 2-core CPU)
         self.unbatch = jax.jit(lambda tree: jax.tree.map(lambda x: x[0], tree))
@@ -175,10 +168,19 @@ class HostRollout:
                          "a jitted program: use --mode async")
 
     def actor(self, seeds: list[int], device: Any, out_sharding: Any) -> "HostActor":
+        """One actor thread's share: these envs, acting on `device`, the trajectory put on `out_sharding`."""
         return HostActor(self, self.spec.make_vec(self.num_envs), seeds, device, out_sharding)
 
-    def trajectory_shape(self, params) -> Trajectory:
-        """The abstract `[1, T, B]` trajectory `collect` returns (for compiling the learner)."""
+    def make_actor(self, placement, state, *, device, num_seeds: int, seed: int, start: int,
+                   num_actors: int) -> "HostActors":
+        """The async mode's actor: `num_actors` threads over this rollout's envs (one seed)."""
+        return HostActors(self, placement, state, device, seed=seed, start=start, num_actors=num_actors)
+
+    def evaluator(self, num_episodes: int, unroll: int = 1) -> "HostEvaluator":
+        return HostEvaluator(self, num_episodes)
+
+    def record_spec(self, params) -> dict:
+        """What a fragment records (`types.RECORDED_FIELDS`), as abstract `[T, B, ...]` arrays."""
         T, B, policy = self.num_steps, self.num_envs, self.policy
         carry = policy.initial_carry((B,))
         dist_out = jax.eval_shape(lambda p: _act(policy, p, zeros_observation(policy.obs_shape, (B,)), carry,
@@ -186,15 +188,17 @@ class HostRollout:
         action, log_prob = dist_out[0], dist_out[1]
         f32, boolean = jax.ShapeDtypeStruct((T, B), jnp.float32), jax.ShapeDtypeStruct((T, B), bool)
         observations = map_shapes(lambda s: jax.ShapeDtypeStruct((T, B, *s), jnp.float32), policy.obs_shape)
-        rec = dict(obs=observations,
-                   action=jax.ShapeDtypeStruct((T, *action.shape), action.dtype),
-                   log_prob=jax.ShapeDtypeStruct((T, *log_prob.shape), log_prob.dtype), value=f32, reward=f32,
-                   terminated=boolean, truncated=boolean,
-                   next_obs=observations,
-                   episode_return=f32, episode_length=jax.ShapeDtypeStruct((T, B), jnp.int32),
-                   episode_done=boolean, reset=boolean)
-        carry_after = jax.tree.map(lambda c: jax.ShapeDtypeStruct((T, *c.shape), c.dtype), carry)
-        return jax.eval_shape(self.finish, params, rec, carry_after, carry)
+        spec = dict(obs=observations, action=jax.ShapeDtypeStruct((T, *action.shape), action.dtype),
+                    log_prob=jax.ShapeDtypeStruct((T, *log_prob.shape), log_prob.dtype), value=f32, reward=f32,
+                    terminated=boolean, truncated=boolean, next_obs=observations, episode_return=f32,
+                    episode_length=jax.ShapeDtypeStruct((T, B), jnp.int32), episode_done=boolean, reset=boolean)
+        return {name: spec[name] for name in RECORDED_FIELDS}
+
+    def trajectory_shape(self, params) -> Trajectory:
+        """The abstract `[1, T, B]` trajectory a fragment hands over (for compiling the learner)."""
+        carry = self.policy.initial_carry((self.num_envs,))
+        carry_after = jax.tree.map(lambda c: jax.ShapeDtypeStruct((self.num_steps, *c.shape), c.dtype), carry)
+        return jax.eval_shape(self.finish, params, self.record_spec(params), carry_after, carry)
 
 
 class HostActor:
@@ -206,6 +210,7 @@ class HostActor:
         self._device, self._out = device, out_sharding
         self._source = self._params = None
         self._obs: np.ndarray | None = None  # the envs' current observation; None: reset them first
+        self._spec: dict | None = None  # what a fragment records (`HostRollout.record_spec`), once known
         self._timings = dict.fromkeys(HOST_TIMING_FIELDS, 0.0)
 
     def collect(self, params, state: RolloutState) -> tuple[RolloutState, Trajectory]:
@@ -220,10 +225,11 @@ class HostActor:
         if self._obs is None:  # a fresh actor (a new or resumed run): the episodes start here
             self._obs, reset = self._envs.reset(self._seeds), jnp.ones((B,), bool)
         obs_shape = r.policy.obs_shape
-        rec = {name: map_shapes(lambda s: np.zeros((T, B, *s), np.float32), obs_shape) for name in ("obs", "next_obs")}
-        rec.update({name: np.zeros((T, B), np.float32) for name in ("log_prob", "value", "reward", "episode_return")})
-        rec.update({name: np.zeros((T, B), bool) for name in ("terminated", "truncated", "episode_done", "reset")})
-        rec["episode_length"] = np.zeros((T, B), np.int32)
+        if self._spec is None:
+            self._spec = r.record_spec(self._params)
+        # every recorded field but the action (stacked from the steps' actions below)
+        rec = {name: jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), self._spec[name])
+               for name in RECORDED_FIELDS if name != "action"}
         actions, carries = [], []
         initial_carry, reset_np = carry, np.asarray(reset)
         env_s = 0.0
@@ -279,9 +285,8 @@ class HostActor:
         _, draws = r.fragment_draws(params, jax.device_put(jax.random.PRNGKey(0), self._device), r.num_steps)
         out = r.observe_and_act(params, stats, zeros, zeros, carry, np.ones((B,), bool), _rows(draws)(0), noise)
         r.observe_final(stats, zeros, zeros)
-        shapes = r.trajectory_shape(params)
-        rec = {name: jax.tree.map(lambda x: np.zeros(x.shape[1:], x.dtype), getattr(shapes, name))
-               for name in REC_FIELDS}
+        rec = {name: jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), spec)
+               for name, spec in r.record_spec(params).items()}
         carry_after = jax.tree.map(lambda c: jnp.stack([c] * r.num_steps), out[3])
         jax.block_until_ready(r.finish(params, rec, carry_after, carry))
 
@@ -292,12 +297,84 @@ class HostActor:
         self._envs.close()
 
 
+class HostActors:
+    """The async mode's actor over host envs: `num_actors` `HostActor`s, each stepping
+    `num_envs / num_actors` envs in a thread of its own (one steps in the caller's thread); their
+    trajectories are joined along B. The envs' reset seeds follow the run's seed and `start`, the
+    update the actors start at (`env_seeds`)."""
+
+    def __init__(self, collector: HostRollout, placement, state, device: Any | None, *, seed: int, start: int,
+                 num_actors: int):
+        self._n = num_actors
+        shardings = placement.shardings(state)
+        self._learner_rollout_sharding = shardings.rollout
+        self._device = device = device or placement.devices[0]
+        per_actor = collector.num_envs // self._n
+        seeds = env_seeds(seed, start, collector.num_envs)
+        self._out = jax.sharding.SingleDeviceSharding(placement.devices[0])
+        parts = collector if self._n == 1 else collector.with_num_envs(per_actor)
+        self._actors = [parts.actor(seeds[i * per_actor:(i + 1) * per_actor], device,
+                                    self._out if self._n == 1 else jax.sharding.SingleDeviceSharding(device))
+                        for i in range(self._n)]
+        self._pool = concurrent.futures.ThreadPoolExecutor(self._n - 1) if self._n > 1 else None
+        params = state.learner.params
+        self.trajectory = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=self._out),
+                                       collector.trajectory_shape(jax.tree.map(lambda x: x[0], params)))
+        self.unpack = lambda trajectory: trajectory  # noqa: E731
+        for i, actor in enumerate(self._actors):
+            actor.warm_up(params, state.rollout if self._n == 1 else self._split(state.rollout, i, state.rollout.key))
+
+    def _split(self, state, i: int, key):
+        b = state.reset.shape[1] // self._n
+        part = lambda tree: jax.tree.map(lambda x: x[:, i * b:(i + 1) * b], tree)  # noqa: E731
+        return state.replace(env_state=part(state.env_state), obs=part(state.obs), carry=part(state.carry),
+                             reset=part(state.reset), noise=part(state.noise), key=key)
+
+    def collect(self, params, rollout_state):
+        if self._n == 1:
+            return self._actors[0].collect(params, rollout_state)
+        # each actor carries its share of the envs' state; the key is split per actor
+        keys = jax.vmap(lambda k: jax.random.split(k, self._n))(rollout_state.key)
+        states = [self._split(rollout_state, i, keys[:, i]) for i in range(self._n)]
+        futures = [self._pool.submit(a.collect, params, s) for a, s in zip(self._actors[1:], states[1:])]
+        results = [self._actors[0].collect(params, states[0])] + [f.result() for f in futures]
+        tick = time.perf_counter()
+        trajectory = jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=2),
+                                  *[traj for _, traj in results])
+        trajectory = jax.block_until_ready(jax.device_put(trajectory, self._out))
+        join_s = time.perf_counter() - tick
+        join = lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=1)  # noqa: E731
+        parts = [s for s, _ in results]
+        new_state = parts[0].replace(**{name: jax.tree.map(join, *[getattr(p, name) for p in parts])
+                                        for name in ("env_state", "obs", "carry", "reset", "noise")})
+        self._last_join_s = join_s
+        return jax.device_put(new_state, self._device), trajectory
+
+    def timings(self) -> dict:
+        per_actor = [a.timings() for a in self._actors]
+        out = {f: float(np.mean([t[f] for t in per_actor])) for f in HOST_TIMING_FIELDS}
+        if self._n > 1:
+            out["transfer_s"] += self._last_join_s
+        return out
+
+    def to_learner(self, rollout_state):
+        return jax.device_put(rollout_state, self._learner_rollout_sharding)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        for actor in self._actors:
+            actor.close()
+
+
 class HostEvaluator:
     """`evaluate(params, obs_stats, key, greedy=True) -> EvalResult` on host envs of its own:
-    `num_episodes` envs, each until its first episode ends (or `max_steps`). Not jittable
-    (`on_host`): the run calls it directly."""
+    `num_episodes` envs, each until its first episode ends (or `max_steps`). It steps NumPy envs,
+    so a program around it runs as plain Python (`stage`)."""
 
-    on_host = True
+    @staticmethod
+    def stage(fn: Callable, **jit_kwargs) -> Callable:
+        return fn
 
     def __init__(self, rollout: HostRollout, num_episodes: int, max_steps: int | None = None):
         self._r, self._n = rollout, num_episodes

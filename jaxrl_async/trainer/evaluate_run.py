@@ -9,7 +9,8 @@ import jax
 import numpy as np
 
 from jaxrl_async.trainer import checkpoint as ckpt
-from jaxrl_async.trainer.build import build, initial_states, over_seeds, seed_keys
+from jaxrl_async.rollout.collector import over_seeds, seed_keys
+from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.trainer.run import restore_training_state
 from jaxrl_async.trainer.run_dir import load_config
 
@@ -37,10 +38,9 @@ def evaluate_run(run_dir: str, *, checkpoint: str = "best", episodes: int = 32, 
     path = resolve_checkpoint(run_dir, checkpoint)
     saved = ckpt.load(path)
     c = build(cfg)
-    state, _ = restore_training_state(initial_states(c), saved, path)  # only the params are used
-    evaluate = over_seeds(lambda p, s, k: c.evaluate(p, s, k, greedy=greedy), cfg.num_seeds)
-    if not getattr(c.evaluate, "on_host", False):  # a host env's evaluator steps NumPy envs: not jittable
-        evaluate = jax.jit(evaluate)
+    state, _, _ = restore_training_state(initial_states(c), saved, path, c.algo.host)  # only the params are used
+    # jitted where the evaluator is a JAX function; plain Python where it steps host envs
+    evaluate = c.evaluate.stage(over_seeds(lambda p, s, k: c.evaluate(p, s, k, greedy=greedy), cfg.num_seeds))
     result = jax.device_get(evaluate(state.learner.params, state.rollout.obs_stats,
                                      seed_keys(seed, cfg.num_seeds)))
     stats = result.summary_per_seed("eval")

@@ -15,7 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_async.trainer.build import Components, over_seeds, run_iterations, warm_up
+from jaxrl_async.rollout.collector import over_seeds, warm_up
+from jaxrl_async.trainer.build import Components, run_iterations
 from jaxrl_async.trainer.run import Run, Window
 from jaxrl_async.types import TrainState
 

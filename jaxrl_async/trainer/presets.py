@@ -57,7 +57,7 @@ class Preset:
         """`config` with this preset's settings over it (its env kept), recorded in `preset`."""
         settings = dict(self.settings)
         nested = {name: dataclasses.replace(getattr(config, name), **settings.pop(name, {}))
-                  for name in ("network", "learner", "dqn", "sac")}
+                  for name in ("network", "learner", "replay", "dqn", "sac")}
         return dataclasses.replace(config, **settings, **nested, preset=self.name)
 
 
@@ -87,7 +87,7 @@ _SAC = dict(
     algo="sac", total_timesteps=50_000, num_envs=1, num_steps=1,
     network=dict(hidden_sizes=(64, 64), activation="relu"),
     learner=dict(learning_rate=3e-4, anneal_lr=False, gamma=0.99, max_grad_norm=1000.0),
-    dqn=dict(replay_capacity=100_000, learning_starts=1_000, replay_ratio=1, replay_batch_size=256, n_step=1),
+    replay=dict(replay_capacity=100_000, learning_starts=1_000, replay_ratio=1, replay_batch_size=256, n_step=1),
     sac=dict(tau=0.005, target_entropy="auto", init_temperature=1.0, learn_temperature=True))
 
 _ALL = (

@@ -29,14 +29,13 @@ import numpy as np
 
 from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.trainer import metrics as metrics_lib
-from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.trainer import run_dir as run_dir_lib
-from jaxrl_async.trainer.build import over_seeds, seed_keys
 from jaxrl_async.config import TrainConfig
+from jaxrl_async.rollout.collector import over_seeds, seed_keys
 from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.trainer.schedule import Schedule
 from jaxrl_async.trainer.sharding import Placement
-from jaxrl_async.types import TrainState
+from jaxrl_async.types import HostHooks, TrainState
 
 EVAL_STREAM = 0x5EED  # evaluation keys: fold_in(fold_in(seed key, EVAL_STREAM), update)
 
@@ -114,10 +113,10 @@ class Run:
     closed at exit). Its state changes only inside `sync`.
     """
 
-    def __init__(self, cfg: TrainConfig, evaluate: Callable[..., EvalResult], placement: Placement, *,
+    def __init__(self, cfg: TrainConfig, evaluate, placement: Placement, *,
                  run_dir: str, sinks: list, start_update: int = 0, best_eval_return: float | None = None,
                  last_checkpoint: str | None = None, stop_after: int | None = None,
-                 wall_start: float | None = None):
+                 wall_start: float | None = None, learner_host: HostHooks = HostHooks()):
         self.cfg = cfg
         self.placement = placement
         self.schedule = Schedule.from_config(cfg)
@@ -135,22 +134,25 @@ class Run:
         self._stop = StopRequest()
         self._stop_after = stop_after
         self._wall_start = time.perf_counter() if wall_start is None else wall_start
-        if getattr(evaluate, "on_host", False):  # host envs (`host_rollout.HostEvaluator`): not jittable
-            self._evaluate = functools.partial(_evaluate_at, evaluate, cfg.seed, cfg.num_seeds)
-        else:
-            self._evaluate = jax.jit(functools.partial(_evaluate_at, evaluate, cfg.seed, cfg.num_seeds),
-                                     static_argnames="greedy")
+        self._learner_host = learner_host
+        self.totals: dict = {}  # every metric summed over this process's windows, host arrays [S]
+        # jitted where the evaluator is a JAX function; plain Python where it steps host envs
+        self._evaluate = evaluate.stage(functools.partial(_evaluate_at, evaluate, cfg.seed, cfg.num_seeds),
+                                        static_argnames="greedy")
 
     @classmethod
-    def create(cls, cfg: TrainConfig, evaluate: Callable[..., EvalResult], placement: Placement, *,
+    def create(cls, cfg: TrainConfig, evaluate, placement: Placement, *,
                console: bool = True, resume: dict | None = None, stop_after: int | None = None,
-               wall_start: float | None = None, extra_sinks: tuple = ()) -> "Run":
+               wall_start: float | None = None, extra_sinks: tuple = (),
+               learner_host: HostHooks = HostHooks()) -> "Run":
         """Open the run directory (a fresh one, or the resumed run's), write config.json, open
         the sinks (console, metrics.jsonl, TensorBoard, and any `extra_sinks`).
 
         Args:
+          evaluate: the collector's evaluator (`rollout.evaluate`).
           resume: the checkpoint a resumed run continues from (`checkpoint.load` plus its `path`).
           stop_after: stop (with a checkpoint) at the first sync at or after this many updates.
+          learner_host: the learner's `HostHooks` (what its checkpoints keep, its own rates).
         """
         if resume is None:
             run_dir = run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
@@ -162,7 +164,8 @@ class Run:
                                        tensorboard=cfg.tensorboard) + list(extra_sinks)
         return cls(cfg, evaluate, placement, run_dir=run_dir, sinks=sinks, start_update=start_update,
                    best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
-                   last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start)
+                   last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start,
+                   learner_host=learner_host)
 
     def __enter__(self) -> "Run":
         self._stop.__enter__()
@@ -202,6 +205,8 @@ class Run:
             updates = window.updates_done
             check_finite({**window.sums, "params_finite": window.params_finite}, updates,
                          window.first_nonfinite_update, self.last_checkpoint)
+            self.totals = {name: np.asarray(total, np.float64) + self.totals.get(name, 0.0)
+                           for name, total in window.sums.items()}
             stopping = self._stop.requested or (self._stop_after is not None and updates >= self._stop_after)
             record = {**self._window_record(window), **window.extra}
             paths = []
@@ -257,10 +262,8 @@ class Run:
         start = time.perf_counter()
         counters = {"updates": updates, "env_steps": updates * self.cfg.batch_size, **(counters or {})}
         extra = {"best_eval_return": self.best_eval_return, **(extra_state or {})}
-        if replay.holds_buffer(state):
-            extra[REPLAY_SAVED] = self.cfg.dqn.checkpoint_replay
-            if not self.cfg.dqn.checkpoint_replay:
-                state = replay.strip(state)
+        learner, learner_extra = self._learner_host.for_checkpoint(state.learner)
+        state, extra = state.replace(learner=learner), {**extra, **learner_extra}
         content = ckpt.host_content(state=state, config=metrics_lib.to_jsonable(self.cfg.to_dict()),
                                     counters=counters, extra=extra)
         keep, run_dir = self.cfg.keep_checkpoints, self.run_dir
@@ -281,22 +284,17 @@ class Run:
             record[name] = metrics_lib.seed_mean(value)
         if cfg.num_seeds > 1:
             record["episode_return_per_seed"] = np.asarray(means["episode_return_mean"]).tolist()
-        if "gradient_steps" in window.sums:  # a replay learner (dqn, sac): its replay ratio, as held
-            record.update(replay_rates(float(np.sum(window.sums["gradient_steps"])),
-                                       cfg.num_seeds * window.num_iterations * cfg.batch_size, window.elapsed_s))
+        record.update(self._learner_host.figures(window.sums, cfg.num_seeds * window.num_iterations * cfg.batch_size,
+                                                 window.elapsed_s))
         return record
 
 
-REPLAY_SAVED = "replay_saved"  # a checkpoint's extra: whether it holds the replay buffer
-
-
-def restore_training_state(template: TrainState, saved: dict, path: str) -> tuple[TrainState, bool]:
-    """The checkpoint's state in `template`'s structure, and whether its replay buffer had to be
-    left empty (saved without `--checkpoint-replay`: the buffer refills from the resumed run)."""
-    if replay.holds_buffer(template) and not saved["extra"].get(REPLAY_SAVED, True):
-        restored = ckpt.restore_state(replay.strip(template), saved["state"], path)
-        return replay.graft(restored, template), True
-    return ckpt.restore_state(template, saved["state"], path), False
+def restore_training_state(template: TrainState, saved: dict, path: str,
+                           learner_host: HostHooks = HostHooks()) -> tuple[TrainState, dict, str | None]:
+    """The checkpoint's state in `template`'s structure, as the learner restores it
+    (`HostHooks.restore`: a replay learner saved without its buffer refills it), with the
+    learner's fields for summary.json and its note for the console (or None)."""
+    return learner_host.restore(template, saved, lambda target, state_dict: ckpt.restore_state(target, state_dict, path))
 
 
 def _evaluate_at(evaluate: Callable[..., EvalResult], seed: int, num_seeds: int, params, obs_stats,
@@ -306,15 +304,6 @@ def _evaluate_at(evaluate: Callable[..., EvalResult], seed: int, num_seeds: int,
     keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, EVAL_STREAM), updates))(
         seed_keys(seed, num_seeds))
     return over_seeds(lambda p, s, k: evaluate(p, s, k, greedy=greedy), num_seeds)(params, obs_stats, keys)
-
-
-def replay_rates(gradient_steps: float, samples: int, elapsed_s: float) -> dict:
-    """A replay learner's rates over a stretch of training, all seeds together:
-    `gradient_steps_per_second` and `samples_per_gradient_step` (env transitions added to the
-    buffers per gradient step: num_envs*num_steps / replay_ratio once learning has started;
-    None while no gradient step was taken)."""
-    return {"gradient_steps_per_second": gradient_steps / elapsed_s if elapsed_s > 0 else None,
-            "samples_per_gradient_step": samples / gradient_steps if gradient_steps > 0 else None}
 
 
 def seed_means(per_seed: dict) -> dict:

@@ -25,7 +25,7 @@ from jaxrl_async.trainer.build import Components, build, initial_states
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.trainer.fused import train_fused
-from jaxrl_async.trainer.run import Run, TrainingDiverged, replay_rates, restore_training_state
+from jaxrl_async.trainer.run import Run, TrainingDiverged, restore_training_state
 from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.types import TrainState
 
@@ -53,10 +53,10 @@ def load_resume(cfg: TrainConfig, c: Components, template: TrainState) -> tuple[
     if done >= cfg.num_updates:
         raise ValueError(f"run {cfg.run_dir!r} already has {done} updates ({done * cfg.batch_size} env steps); "
                          "pass a larger --total-timesteps to extend it")
-    state, replay_refilled = restore_training_state(template, saved, path)
+    state, summary_fields, note = restore_training_state(template, saved, path, c.algo.host)
     # the hyperparameters are this config's (a resume may change them), not the checkpoint's
     state = state.replace(learner=state.learner.replace(hparams=template.learner.hparams))
-    return state, {**saved, "path": path, "replay_refilled": replay_refilled}
+    return state, {**saved, "path": path, "summary_fields": summary_fields, "note": note}
 
 
 def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume: bool = False,
@@ -83,16 +83,13 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     saved = None
     if resume:
         state, saved = load_resume(cfg, c, state)
-        if saved["replay_refilled"] and console:
-            print(f"resume: {saved['path']} holds no replay buffer (saved without --checkpoint-replay); the "
-                  f"buffer refills from empty and learning waits for {cfg.dqn.learning_starts} transitions, so "
-                  "this run will not match one that never stopped", flush=True)
+        if saved["note"] and console:
+            print(f"resume: {saved['path']}: {saved['note']}", flush=True)
     state = placement.place(state)
-    gradient_steps_before = _gradient_steps(state)
     if console and placement.num_devices > 1:
         print(f"placement: {placement.describe()}", flush=True)
     with Run.create(cfg, c.evaluate, placement, console=console, resume=saved, stop_after=stop_after_updates,
-                    wall_start=wall_start) as run:
+                    wall_start=wall_start, learner_host=c.algo.host) as run:
         eval_compile_start = time.perf_counter()
         run.compile_evaluation(state)
         eval_compile_s = time.perf_counter() - eval_compile_start
@@ -117,11 +114,11 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
                            eval_compile_s=eval_compile_s, **run.timings(),
                            devices=placement.num_devices, sharding=placement.layout, speed=c.speed.as_dict(),
                            **timing)
-    if gradient_steps_before is not None:  # a replay learner (dqn, sac)
-        summary.update(replay_summary(cfg, state, _gradient_steps(state) - gradient_steps_before,
-                                      done - run.start_update, timing["train_s"]))
-    if saved is not None and saved["replay_refilled"]:
-        summary["replay_refilled"] = True  # resumed from a checkpoint without the replay buffer
+    # the learner's own figures over this process's training (a replay learner's rates and fill)
+    summary.update(c.algo.host.figures(run.totals, cfg.num_seeds * (done - run.start_update) * cfg.batch_size,
+                                       timing["train_s"], final=state.learner))
+    if saved is not None:
+        summary.update(saved["summary_fields"])  # e.g. a replay buffer that refilled after the resume
     run_dir_lib.write_json(os.path.join(run.run_dir, run_dir_lib.SUMMARY_FILE), summary)
     if console:
         stochastic = summary.get("final_eval_return_stochastic_mean")
@@ -129,24 +126,6 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
               f"(per seed {[round(r, 2) for r in summary['final_eval_return']]})"
               + ("" if stochastic is None else f", stochastic {stochastic:.2f}") + f"; run dir {run.run_dir}")
     return TrainResult(summary, state, run.run_dir, run.last_eval)
-
-
-def _gradient_steps(state: TrainState) -> int | None:
-    """Gradient steps taken so far, all seeds together; None for a learner without replay."""
-    steps = getattr(state.learner, "gradient_steps", None)
-    return None if steps is None else int(np.sum(jax.device_get(steps)))
-
-
-def replay_summary(cfg: TrainConfig, state: TrainState, gradient_steps: int, updates_trained: int,
-                   train_s: float) -> dict:
-    """summary.json's replay figures: the rates over the steady-state training loop
-    (`run.replay_rates`), the gradient steps this process took and the final buffer fill
-    (transitions held / capacity, mean over seeds)."""
-    buffer = state.learner.replay
-    capacity_rows = jax.tree.leaves(buffer.storage)[0].shape[1] if jax.tree.leaves(buffer.storage) else 0
-    fill = float(np.mean(jax.device_get(buffer.size))) / capacity_rows if capacity_rows else 0.0
-    return {**replay_rates(gradient_steps, cfg.num_seeds * updates_trained * cfg.batch_size, train_s),
-            "gradient_steps": gradient_steps, "replay_fill": fill}
 
 
 def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *, wall_s: float,

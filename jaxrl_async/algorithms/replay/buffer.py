@@ -212,11 +212,6 @@ def _is_buffer(x) -> bool:
     return isinstance(x, ReplayBuffer)
 
 
-def holds_buffer(tree: Any) -> bool:
-    """Whether a state (a pytree) holds a replay buffer."""
-    return any(_is_buffer(x) for x in jax.tree.leaves(tree, is_leaf=_is_buffer))
-
-
 def strip(tree: Any) -> Any:
     """`tree` with every buffer's storage dropped (position and size zero): what a checkpoint
     saved without `--checkpoint-replay` holds."""

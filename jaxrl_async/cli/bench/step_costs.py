@@ -49,12 +49,12 @@ def gradient_step_cost(quick: bool, repeats: int) -> dict:
     results = {}
     for label, (base, small, iterations) in rows.items():
         iterations = max(2, iterations // (10 if quick else 1))
-        own_batch = base.dqn.replay_batch_size
+        own_batch = base.replay.replay_batch_size
         per_step_us = {}
         for batch in (small, own_batch):
             cfg = dataclasses.replace(base, num_seeds=1, total_timesteps=base.batch_size * iterations * 4,
-                                      dqn=dataclasses.replace(base.dqn, replay_batch_size=batch,
-                                                              learning_starts=base.batch_size))
+                                      replay=dataclasses.replace(base.replay, replay_batch_size=batch,
+                                                                 learning_starts=base.batch_size))
             c = build(cfg)
             state = [initial_states(c)]
             compiled = fused_program(c).lower(state[0], jnp.int32(1)).compile()
@@ -63,9 +63,9 @@ def gradient_step_cost(quick: bool, repeats: int) -> dict:
                 state[0] = compiled(state[0], jnp.int32(iterations))[0]
                 return state[0]
 
-            per_step_us[batch] = _median_us(call, repeats, iterations * cfg.dqn.replay_ratio)
+            per_step_us[batch] = _median_us(call, repeats, iterations * cfg.replay.replay_ratio)
         per_sample = (per_step_us[own_batch] - per_step_us[small]) / (own_batch - small)
-        gradient_steps_per_env_step = base.dqn.replay_ratio / base.batch_size
+        gradient_steps_per_env_step = base.replay.replay_ratio / base.batch_size
         results[f"gradient_step_cost/{label}"] = {
             "us_per_gradient_step": {str(b): us for b, us in per_step_us.items()},
             "us_per_sample": per_sample, "fixed_us": per_step_us[small] - per_sample * small,

@@ -11,7 +11,7 @@ bits: XLA may order it differently inside the fused loop).
 
 The replay learners (dqn, sac) run the same loop: each fragment the actor hands over is added
 to the device buffer by `algo.update` (the buffer alone is donated to the learner's jit, so it
-is written in place), which then takes `replay_ratio` gradient steps on it; the actor acts
+is written in place: `HostHooks.donated`), which then takes `replay_ratio` gradient steps on it; the actor acts
 with `Algorithm.behaviour` applied to the params it gets, so DQN's epsilon and SAC's warm-up
 follow the env steps taken as in the fused mode. The learner publishes its params every
 `sync_interval` updates (versions count updates). The replay ratio is held by the pipeline
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,10 +31,8 @@ import numpy as np
 from flax import serialization
 
 from jaxrl_async.trainer import metrics as metrics_lib
-from jaxrl_async.algorithms.replay import buffer as replay
-from jaxrl_async.trainer.asynchronous.actors import make_actor
-from jaxrl_async.trainer.build import Components, all_finite, over_seeds, warm_up
-from jaxrl_async.rollout.host import HOST_TIMING_FIELDS
+from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, over_seeds, warm_up
+from jaxrl_async.trainer.build import Components, all_finite
 from jaxrl_async.trainer.asynchronous.pipeline import Lag, ParamStore, RolloutWorker
 from jaxrl_async.trainer.run import Run, Window
 from jaxrl_async.trainer.sharding import Placement
@@ -69,21 +68,20 @@ def compile_learner(c: Components, placement: Placement, state: TrainState, traj
         return jax.lax.with_sharding_constraint(learner, shardings.learner), *outputs
 
     example = jax.tree.map(lambda x: jax.device_put(np.zeros(x.shape, x.dtype), x.sharding), trajectory)
-    if not replay.holds_buffer(state.learner):
+    if c.algo.host.donated is None:
         # nothing is donated: the learner's params are published, and no output could reuse the trajectory
         learn = jax.jit(learn_fn).lower(state.learner, trajectory).compile()
         warm_up(learn, state.learner, example)
         return learn
 
-    # a replay learner (dqn, sac): its buffer alone is donated, so the update writes the fragment
-    # into it in place; the rest of the learner state holds the published params and is not
-    def learn_with_buffer(rest, buffer, trajectory):
-        return learn_fn(rest.replace(replay=buffer), trajectory)
-
-    learn_buffer = jax.jit(learn_with_buffer, donate_argnums=1).lower(
-        state.learner.replace(replay=None), state.learner.replay, trajectory).compile()
-    warm_up(learn_buffer, state.learner.replace(replay=None), state.learner.replay, example)
-    return lambda learner, trajectory: learn_buffer(learner.replace(replay=None), learner.replay, trajectory)
+    # a learner whose state holds a part it may overwrite in place (a replay learner's buffer): that
+    # part alone is donated; the rest of the learner state holds the published params and is not
+    split, join = c.algo.host.donated
+    rest, donated = split(state.learner)
+    learn_donated = jax.jit(lambda rest, donated, trajectory: learn_fn(join(rest, donated), trajectory),
+                            donate_argnums=1).lower(rest, donated, trajectory).compile()
+    warm_up(learn_donated, rest, donated, example)
+    return lambda learner, trajectory: learn_donated(*split(learner), trajectory)
 
 
 def behaviour_hook(c: Components, state: TrainState):
@@ -103,10 +101,30 @@ def behaviour_hook(c: Components, state: TrainState):
     return behaviour
 
 
+def actor_device(cfg, placement: Placement) -> Any | None:
+    """The device `--actor-device` names; None: the learner's own placement (`default`).
+
+    'cpu' is a CPU device the learner does not use: on a GPU machine the first CPU device; on a
+    CPU-only machine (the CLI makes every core a device) the last core the learner leaves free."""
+    if cfg.actor_device == "default":
+        return None
+    cpus = jax.devices("cpu")
+    free = [d for d in cpus if d not in placement.devices]
+    if not free:
+        raise ValueError(f"actor_device='cpu' needs a CPU device the learner does not use, but the learner uses "
+                         f"all {len(cpus)} ({placement.describe()}): pass --devices {max(len(cpus) - 1, 1)} (on a "
+                         "CPU the CLI makes each core a device; a library caller sets "
+                         "runtime.configure_cpu_runtime() before JAX starts)")
+    return free[-1]
+
+
 def compile_pipeline(c: Components, placement: Placement, state: TrainState, start: int = 0):
-    """The actor (`actors.make_actor`: the gymnax rollout or the host envs' actors) and the learner
-    compiled for the trajectory as the actor lays it out; both warmed up."""
-    actor = make_actor(c, placement, state, start)
+    """The collector's actor (`Collector.make_actor`: the jitted device rollout, or the host envs'
+    actor threads) and the learner compiled for the trajectory as the actor lays it out; both
+    warmed up."""
+    cfg = c.cfg
+    actor = c.rollout.make_actor(placement, state, device=actor_device(cfg, placement), num_seeds=cfg.num_seeds,
+                                 seed=cfg.seed, start=start, num_actors=cfg.num_actors)
     try:
         return actor, compile_learner(c, placement, state, actor.trajectory, actor.unpack)
     except BaseException:

@@ -1,0 +1,117 @@
+"""One collector protocol: what the loops ask of a rollout, whether its envs step on the device or the host.
+
+    collector.init(key) -> RolloutState                          jittable, for every collector
+    collector.collect(params, state) -> (state, Trajectory)      a device collector, inside a jit
+    actor = collector.make_actor(placement, state, ...)          what the async mode's thread runs
+    evaluator = collector.evaluator(num_episodes, unroll)        greedy / sampling returns
+
+Two collectors implement it: `device.DeviceCollector` (a gymnax-API env: one jitted `lax.scan`) and
+`host.HostCollector` (gymnasium / EnvPool envs stepped on the host, acting with a jitted call).
+Both record the same per-step fields (`types.RECORDED_FIELDS`) and end the fragment with the one
+finishing step below, so the learner sees the same `Trajectory` from either.
+
+The seed axis `S` leads every state and trajectory the loops hold, also for one seed (`over_seeds`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_async.core.advantages import batched_gae, gae_inputs
+from jaxrl_async.core.bootstrap import bootstrap_values
+from jaxrl_async.nets.actor_critic import Policy
+from jaxrl_async.types import RolloutState, Trajectory
+
+
+class Actor(Protocol):
+    """What the async mode's rollout thread runs (`collector.make_actor`)."""
+
+    trajectory: Any  # the abstract trajectory `collect` hands over, laid out (sharded) for the learner
+    unpack: Callable  # inside the learner's jit: what `collect` hands over -> the `Trajectory`
+
+    def collect(self, params, rollout_state) -> tuple[RolloutState, Any]: ...
+
+    def timings(self) -> dict: ...  # the last fragment's `HOST_TIMING_FIELDS` split
+
+    def to_learner(self, rollout_state) -> RolloutState: ...  # the state where the learner's lives
+
+    def close(self) -> None: ...
+
+
+class Collector(Protocol):
+    """A rollout over `num_envs` envs and `num_steps` steps with `policy` (see the module's docstring)."""
+
+    policy: Policy
+    num_envs: int
+    num_steps: int
+
+    def init(self, key: jax.Array) -> RolloutState: ...
+
+    def collect(self, params, state: RolloutState) -> tuple[RolloutState, Trajectory]: ...
+
+    def make_actor(self, placement, state, *, device, num_seeds: int, seed: int, start: int,
+                   num_actors: int) -> Actor: ...
+
+    def evaluator(self, num_episodes: int, unroll: int = 1): ...
+
+
+# the per-step timings every actor reports (0 where a part does not apply)
+HOST_TIMING_FIELDS = ("env_s", "inference_s", "transfer_s")
+
+
+def finish(policy: Policy, params, rec: dict, carry_after: Any, initial_carry: Any, *, gamma: float,
+           gae_lambda: float, gae_scan: str, max_truncations: int,
+           following: tuple[Any, Any] | None = None) -> Trajectory:
+    """The fragment's end, the same for every collector: the bootstrap values (`core.bootstrap`),
+    GAE over them (`core.advantages`), and the `Trajectory`.
+
+    Args:
+      policy, params: the behaviour policy (its critic values the bootstraps).
+      rec: the recorded fields (`types.RECORDED_FIELDS`), each `[T, B, ...]`.
+      carry_after: the policy's carry after each step, leaves `[T, B, ...]` (() if feedforward).
+      initial_carry: the carry at the fragment's start, leaves `[B, ...]`.
+      max_truncations: truncations per env the bootstrap values (`bootstrap_values`).
+      following: (obs, carry) where the fragment leaves off; needed below T truncations.
+    """
+    bootstrap_value = bootstrap_values(lambda obs, carry: policy.value_step(params, obs, carry), rec,
+                                       carry_after, max_truncations, following=following)
+    discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"], gamma, gae_lambda)
+    advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t, scan=gae_scan)
+    return Trajectory(**rec, bootstrap_value=bootstrap_value, advantage=advantage, target=advantage + rec["value"],
+                      initial_carry=initial_carry)
+
+
+def seed_keys(seed: int, num_seeds: int) -> jax.Array:
+    """[S] keys; seed index i gets fold_in(PRNGKey(seed), i) whatever num_seeds is."""
+    base = jax.random.PRNGKey(seed)
+    return jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(num_seeds))
+
+
+def over_seeds(fn: Callable, num_seeds: int) -> Callable:
+    """vmap `fn` over the leading seed axis of every argument and output.
+
+    With one seed the axis is squeezed and re-added instead, so the single-seed
+    program is exactly the unbatched one.
+    """
+    if num_seeds > 1:
+        return jax.vmap(fn)
+
+    def single(*args):
+        out = fn(*jax.tree.map(lambda x: x[0], args))
+        return jax.tree.map(lambda x: x[None], out)
+
+    return single
+
+
+def warm_up(compiled: Callable, *args) -> Any:
+    """Run a compiled program once on copies of `args` (donated buffers stay untouched); return
+    its outputs, which are not part of the run.
+
+    XLA:CPU does one-time work at a program's first execution, many times an iteration's cost.
+    Callers time this with the compilation, so `compile_s` holds all of it and the first
+    host-sync window's steps/s is steady state like the others.
+    """
+    return jax.block_until_ready(compiled(*jax.tree.map(lambda x: x.copy(), args)))
