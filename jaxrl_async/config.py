@@ -1,6 +1,6 @@
 """Frozen, validated configuration dataclasses.
 
-The CLI is generated from these classes (see `cli.py`), so every field is a flag
+The CLI is generated from these classes (see `cli/main.py`), so every field is a flag
 and its comment is the flag's help text. Derived sizes are properties, never
 written back. Invalid values raise `ValueError` naming the field, the value and
 what is allowed.
@@ -304,7 +304,7 @@ class TrainConfig:
     run_dir: str | None = None
     """Run directory; default runs/<env>-<algo>-<timestamp>."""
     # Speed settings: how the programs are laid out, not what they compute (results agree to float
-    # rounding). 'auto' takes the backend's measured default (`speed.BACKEND_DEFAULTS`).
+    # rounding). 'auto' takes the backend's measured default (`BACKEND_DEFAULTS` below).
     scan_unroll: int | Literal["auto"] = "auto"
     """Unroll factor of the rollout's scan over time; 'auto': by backend (speed only)."""
     gae_scan: Literal["auto", "sequential", "matrix"] = "auto"
@@ -314,7 +314,7 @@ class TrainConfig:
     eval_unroll: int | Literal["auto"] = "auto"
     """Env steps per trip of the evaluation loop; 'auto': by backend (speed only)."""
     matmul_precision: Literal["default", "float32", "tensorfloat32", "bfloat16"] = "default"
-    """Precision of the network's matmuls; 'default': JAX's setting (TF32 on recent NVIDIA GPUs, measured 4-16% faster with the same learning; float32 on the CPU); 'float32' computes alike on every backend."""
+    """Precision of the network's matmuls; 'default': JAX's setting (TF32 on recent NVIDIA GPUs, faster with the same learning: docs/benchmarks.md; float32 on the CPU); 'float32' computes alike on every backend."""
     network: NetworkConfig = NetworkConfig()
     learner: LearnerConfig = LearnerConfig()
     replay: ReplayConfig = ReplayConfig()

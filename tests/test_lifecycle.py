@@ -602,17 +602,17 @@ def test_debug_shows_the_traceback(damaged_run, capsys):
 _MEMORY_SCRIPT = textwrap.dedent("""
     import json, sys
     import psutil
-    from jaxrl_async.trainer import metrics
+    from jaxrl_async.trainer import sinks
     from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
     from jaxrl_async.trainer.training import train
 
     # observe the resident set at every host sync, right after its metrics line is written
     rss = []
-    write = metrics.JsonlSink.write
+    write = sinks.JsonlSink.write
     def write_and_measure(self, record):
         write(self, record)
         rss.append(psutil.Process().memory_info().rss)
-    metrics.JsonlSink.write = write_and_measure
+    sinks.JsonlSink.write = write_and_measure
 
     updates, mode, run_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     cfg = TrainConfig(env="CartPole-v1", num_envs=4, num_steps=16, total_timesteps=updates * 64,

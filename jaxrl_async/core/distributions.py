@@ -4,7 +4,7 @@ the Q-network's epsilon-greedy one.
 Each offers `sample(key)`, `log_prob(action)`, `entropy()` and `mode()` (the greedy
 action). `sample(key)` is `sample_from_draw(draw(key))`: `draw` makes the sample's randomness
 from the key and the distribution's shapes alone (never its parameters), so a host actor can
-draw a whole fragment's in one call before it (`host_rollout.py`) and pay no random-number work
+draw a whole fragment's in one call before it (`rollout/host.py`) and pay no random-number work
 in each step's act. The Gaussians also offer `sample_from_noise(eps)`, the action for a given
 standard-normal draw (`exploration.py`). Batch shapes follow the parameters: logits `[..., A]`, mean `[..., D]`,
 multi-categorical logits `[..., sum(nvec)]`.

@@ -181,8 +181,8 @@ class DeviceActor:
                                            trajectory, out_shardings)
             warm_up(self._collect, params, rollout)
         else:
-            # params and trajectory cross devices packed, each as one flat array: a copy per leaf
-            # cost ~70 us (27 leaves) on the 2-core CPU, one copy of the packed array a few
+            # params and trajectory cross devices packed, each as one flat array: one copy, not one
+            # per leaf
             _, unravel_params = ravel_pytree(jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), params))
             _, trajectory = jax.eval_shape(collect_fn, params, rollout)
             _, self.unpack = ravel_pytree(jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), trajectory))

@@ -161,7 +161,7 @@ class CheckpointWriter:
     serialising and writing (write, fsync, rename); read them after `wait`.
 
     One thread for the writer's life (started by the first `submit`, stopped by `close`):
-    starting a thread per write cost the caller 10-30 ms on a loaded 2-core machine.
+    starting a thread per write costs the caller a thread's start at every checkpoint.
     """
 
     _STOP = object()

@@ -67,7 +67,7 @@ def _preset(name: str, settings: dict[str, Any], expected_return: float | None, 
 
 # PureJaxRL's MinAtar config (luchris429/purejaxrl, examples/brax_minatar.ipynb: "briefly tuned to do
 # well on Gymnax's MinAtar environments"): an MLP on the flattened 10x10xC observation. The CNN torso
-# that 'auto' picks for images ran at ~1.4k steps/s on the 2-core CPU against ~75k for the MLP.
+# that 'auto' picks for images runs tens of times slower on the CPU (experiments/README.md).
 _MINATAR = dict(num_envs=64, num_steps=128,
                 network=dict(hidden_sizes=(64, 64), activation="relu", torso="mlp"),
                 learner=dict(update_epochs=4, num_minibatches=8, learning_rate=5e-3, gamma=0.99, gae_lambda=0.95,

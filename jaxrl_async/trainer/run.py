@@ -29,6 +29,7 @@ import numpy as np
 
 from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.trainer import metrics as metrics_lib
+from jaxrl_async.trainer import sinks as sinks_lib
 from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.rollout.collector import over_seeds, seed_keys
@@ -160,7 +161,7 @@ class Run:
             run_dir = cfg.run_dir
         run_dir_lib.write_json(os.path.join(run_dir, run_dir_lib.CONFIG_FILE), cfg.to_dict())
         start_update = int((resume or {}).get("counters", {}).get("updates", 0))
-        sinks = metrics_lib.open_sinks(run_dir, cfg.env_steps, console, start_steps=start_update * cfg.batch_size,
+        sinks = sinks_lib.open_sinks(run_dir, cfg.env_steps, console, start_steps=start_update * cfg.batch_size,
                                        tensorboard=cfg.tensorboard) + list(extra_sinks)
         return cls(cfg, evaluate, placement, run_dir=run_dir, sinks=sinks, start_update=start_update,
                    best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
@@ -234,8 +235,8 @@ class Run:
 
     def compile_evaluation(self, state: TrainState) -> None:
         """Compile the evaluation programs the run will use and run each once (results dropped):
-        one-time work that otherwise lands in the first evaluation's host time (~0.4 s for the
-        reference config even with the persistent cache), so callers count it as compilation."""
+        one-time work that otherwise lands in the first evaluation's host time (even with the
+        persistent cache), so callers count it as compilation."""
         for greedy in (True, False) if self.cfg.eval_stochastic else (True,):
             self.evaluate(state, self.start_update, greedy=greedy)
 
@@ -300,7 +301,7 @@ def restore_training_state(template: TrainState, saved: dict, path: str,
 def _evaluate_at(evaluate: Callable[..., EvalResult], seed: int, num_seeds: int, params, obs_stats,
                  updates: jax.Array, greedy: bool) -> EvalResult:
     """Every seed's evaluation after `updates` updates, keys included, as one program: deriving the
-    keys outside it ran a few eager ops per evaluation (~5 ms each time, ~0.5 s the first)."""
+    keys outside it ran a few eager ops, each dispatched on its own, at every evaluation."""
     keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, EVAL_STREAM), updates))(
         seed_keys(seed, num_seeds))
     return over_seeds(lambda p, s, k: evaluate(p, s, k, greedy=greedy), num_seeds)(params, obs_stats, keys)

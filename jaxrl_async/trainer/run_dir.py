@@ -11,7 +11,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_async.trainer.metrics import METRICS_FILE, to_jsonable
+from jaxrl_async.trainer.metrics import to_jsonable
+from jaxrl_async.trainer.sinks import METRICS_FILE
 
 CONFIG_FILE = "config.json"
 SUMMARY_FILE = "summary.json"

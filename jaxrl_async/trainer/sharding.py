@@ -13,10 +13,9 @@ Two layouts, chosen from the number of seeds S, envs B and devices D:
 
 The default, `--devices all`, never splits envs. Env sharding pays for a collective
 at every minibatch step and a cross-device gather for every shuffle; that is worth it
-for big per-device batches on accelerators, but on CPU cores it loses: one seed of
-the reference config (4 envs x 128 steps) ran at ~23k steps/s split over 2 cores
-against ~155k on one. So 'all' shards seeds when they split evenly, else runs on one
-device.
+for big per-device batches on accelerators, but on CPU cores it loses many times over
+(docs/runs.md, "Several devices"). So 'all' shards seeds when they split evenly, else runs
+on one device.
 
 On a CPU the cores become devices only if JAX is told so before it starts
 (`runtime.configure_cpu_runtime`); the commands do this, the library never does.

@@ -1,5 +1,5 @@
 """Proportional prioritised replay (Schaul et al. 2016, "Prioritized Experience Replay", sec. 3.3):
-the draw, the importance weights and the priority rule, on plain arrays (`replay.py` keeps
+the draw, the importance weights and the priority rule, on plain arrays (`buffer.py` keeps
 the priorities in the buffer; `tests/test_priority.py` checks these against NumPy).
 
     p_i      = (|delta_i| + epsilon)^alpha          stored per cell [C, B] (0: never written)
@@ -21,20 +21,8 @@ on the CPU's executor, a kernel launch on a GPU), while prefix sums are streamin
 vectorises and the update is one scatter. The draw here has two levels: the prefix sum of
 ~sqrt(n) block sums picks a block, the prefix sum inside each drawn block picks the cell
 (one pass over the n cells, then O(sqrt n) per drawn cell; rounding grows with the shorter
-sums). Measured at capacity 1e5 (12,500 rows x 8 envs), 64 cells a draw, 128 draws a call,
-on the shared 2-core CPU while other jobs ran (`python -m experiments.per_sampling`), in
-microseconds per draw (priority update included where the case has one):
-
-    uniform randint draw                 43      uniform replay.sample              92
-    two-level prefix sums (this)        773      prioritised sample + update       887
-    one prefix sum over all cells     2,134      sum tree (a prototype, verified)  1,336
-    jax.random.categorical (Gumbel)  859,319     (O(N * C * B) random numbers)
-
-So the draw is ~18x the uniform one, ~0.8 ms a gradient step at 1e5 on this CPU; on the tuned
-CartPole config (128 gradient steps per 256 env steps) it costs 0.59x the uniform run's
-steps/s (`python -m experiments.dqn_cartpole --compare-per`). A sum tree would pay off only
-where log2(n) small ops are cheaper than one pass over n cells: larger rings, or a faster
-per-op path than this CPU's; not measured on a GPU here.
+sums). The draw's cost against the alternatives (a sum tree, one prefix sum, a Gumbel draw) is
+measured in docs/learners.md, "Prioritised replay" (`python -m experiments.per_sampling`).
 """
 
 from __future__ import annotations
@@ -70,7 +58,7 @@ def sample_proportional(priorities: jax.Array, num_written: jax.Array, key: jax.
     flat = priorities.reshape(-1)
     # two levels: the prefix sum of ~sqrt(n) block sums picks a block, then the prefix sum inside
     # each drawn block picks the cell (one pass over the n cells for the block sums, instead of a
-    # prefix sum over all n: measured 2-3x faster at n = 1e5 on the CPU)
+    # prefix sum over all n: the faster of the two on the CPU, python -m experiments.per_sampling)
     num_cells = flat.shape[0]
     block = 2 ** max(0, round(math.log2(math.sqrt(num_cells))))
     num_blocks = -(-num_cells // block)

@@ -24,7 +24,7 @@ from jaxrl_async.cli.bench.step_costs import bootstrap_cost, gradient_step_cost,
 from jaxrl_async.trainer.build import build, init_state, initial_states
 from jaxrl_async.config import LearnerConfig, TrainConfig
 from jaxrl_async.trainer.fused import fused_program
-from jaxrl_async.trainer.metrics import METRICS_FILE
+from jaxrl_async.trainer.sinks import METRICS_FILE
 from jaxrl_async.trainer.schedule import Schedule, chunk_plan
 from jaxrl_async.config import BACKEND_DEFAULTS
 
@@ -295,7 +295,7 @@ def compile_cache(quick: bool, repeats: int) -> dict:
 def ops_per_iteration(quick: bool, repeats: int) -> dict:
     """What one fused iteration launches: the ops of its optimised HLO (fusions, library calls,
     copies, loops multiplied out; `hlo_ops`), compiled for this backend with its speed settings at
-    'auto' and at each backend's defaults (`speed.BACKEND_DEFAULTS`). Counted, not timed."""
+    'auto' and at each backend's defaults (`config.BACKEND_DEFAULTS`). Counted, not timed."""
     configs = {"CartPole-v1/4x128": dict(num_envs=4, num_steps=128)}
     if not quick:
         configs["CartPole-v1/2048x64"] = dict(num_envs=2048, num_steps=64, learner=LearnerConfig(num_minibatches=8))

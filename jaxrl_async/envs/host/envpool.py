@@ -16,9 +16,9 @@ the action it is given.
 EnvPool fixes every env's seed when the pool is made (its `reset(seed=...)` is ignored), so
 `reset(seeds)` makes a new pool with env i seeded by `seeds[i]` (`env_seed`). The pool runs its
 envs on `num_threads` threads of its own: one by default, which stepped CartPole-v1 x 4 fastest on
-the loaded 2-core CPU (97 us a step, against 123 us with EnvPool's default and 137 us with two; the
-actor thread already keeps a core busy); pass num_threads through the env kwargs for envs whose
-step is dearer (MuJoCo) on a machine with cores to spare.
+the 2-core CPU (the actor thread already keeps a core busy; docs/host_envs.md, "EnvPool"); pass
+num_threads through the env kwargs for envs whose step is dearer (MuJoCo) on a machine with cores
+to spare.
 """
 
 from __future__ import annotations

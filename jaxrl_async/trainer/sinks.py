@@ -1,0 +1,109 @@
+"""Where a run's metrics lines go: the console, `metrics.jsonl`, TensorBoard (`open_sinks`).
+
+Each sink takes the record a host sync writes (`run.Run.sync`): means over seeds, a JSON-able dict.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from typing import TextIO
+
+import numpy as np
+
+from jaxrl_async.trainer.metrics import to_jsonable
+
+METRICS_FILE = "metrics.jsonl"  # one JSON line per host sync, in the run directory
+
+
+class JsonlSink:
+    """Appends one JSON object per host sync to the run's `METRICS_FILE`, flushed each time."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._file = open(path, "a", encoding="utf-8")
+
+    def write(self, record: dict) -> None:
+        self._file.write(json.dumps(to_jsonable(record)) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _fmt_duration(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class ConsoleSink:
+    """A progress line (env steps, steps/s, episode return, evaluation, ETA), at most one per
+    `min_interval_s` except for evaluations and the final line."""
+
+    def __init__(self, total_env_steps: int, start_steps: int = 0, stream: TextIO | None = None,
+                 min_interval_s: float = 1.0):
+        self.total = total_env_steps
+        self.stream = stream or sys.stdout
+        self.min_interval_s = min_interval_s
+        self._last_print = -math.inf
+        self._start_steps = start_steps
+        self._start = time.perf_counter()
+
+    def write(self, record: dict) -> None:
+        now = time.perf_counter()
+        steps = record["env_steps"]
+        final = steps >= self.total
+        if not (final or "eval_return_mean" in record or now - self._last_print >= self.min_interval_s):
+            return
+        self._last_print = now
+        rate = (steps - self._start_steps) / max(now - self._start, 1e-9)  # per seed, wall clock
+        eta = (self.total - steps) / rate if rate > 0 else 0.0
+        ret = record.get("episode_return_mean")
+        evaluation = record.get("eval_return_mean")
+        sps = record.get("steps_per_second")
+        parts = [f"[{100 * steps / max(self.total, 1):5.1f}%]", f"steps {steps:,}/{self.total:,}",
+                 f"sps {sps:,.0f}" if sps else "",
+                 f"return {ret:8.2f}" if ret is not None else "return    -",
+                 f"eval {evaluation:8.2f}" if evaluation is not None else "",
+                 f"loss {record['loss']:.3f}" if record.get("loss") is not None else "",
+                 f"eta {_fmt_duration(eta)}"]
+        print("  ".join(p for p in parts if p), file=self.stream, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class TensorBoardSink:
+    """Every numeric metric as a TensorBoard scalar, against env steps (tensorboardX)."""
+
+    def __init__(self, log_dir: str):
+        try:
+            from tensorboardX import SummaryWriter
+        except ImportError:
+            raise ValueError("--tensorboard needs the tensorboardX package: pip install 'jaxrl_async[tensorboard]'") from None
+        self._writer = SummaryWriter(log_dir)
+
+    def write(self, record: dict) -> None:
+        step = int(record["env_steps"])
+        for name, value in record.items():
+            if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and math.isfinite(value):
+                self._writer.add_scalar(name, float(value), step)
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def open_sinks(run_dir: str | None, total_env_steps: int, console: bool = True, *,
+               start_steps: int = 0, tensorboard: bool = False) -> list:
+    sinks: list = []
+    if tensorboard:
+        sinks.append(TensorBoardSink(os.path.join(run_dir, "tensorboard")))
+    if console:
+        sinks.append(ConsoleSink(total_env_steps, start_steps))
+    if run_dir is not None:
+        sinks.append(JsonlSink(os.path.join(run_dir, METRICS_FILE)))
+    return sinks
