@@ -6,8 +6,9 @@ whatever float code the machine's XLA compiles (CPU models differ; GPUs use TF32
   probability near 1), so a correct learner meets them on each seed with room to spare, and a
   sign or bootstrap error misses them on all of them.
 - CartPole: a seed's outcome is chaotic in the float details (a seed that solves on one CPU
-  may settle at ~190 on another), so the rule is about the seeds together: at least 3 of 4
-  reach the greedy return 475. A bug that "still learns a little" fails it on every seed.
+  may settle at ~190 on another), so the rule is about the seeds together: three quarters of
+  them reach the greedy return 475 (3 of 4; DQN, whose seeds swing more, 6 of 8: see
+  test_dqn.py). A bug that "still learns a little" fails it on every seed.
 """
 
 import jax
@@ -63,9 +64,10 @@ CARTPOLE_SEEDS = 4
 CARTPOLE_SOLVED = 475.0  # greedy return; 500 is the time limit
 
 
-def assert_cartpole_solved(summary: dict) -> None:
-    """At least 3 of the 4 seeds reach CARTPOLE_SOLVED (see the module docstring)."""
+def assert_cartpole_solved(summary: dict, num_seeds: int = CARTPOLE_SEEDS) -> None:
+    """At least three quarters of the `num_seeds` seeds reach CARTPOLE_SOLVED (see the module
+    docstring)."""
     returns = summary["final_eval_return"]
-    assert len(returns) == CARTPOLE_SEEDS, returns
+    assert len(returns) == num_seeds, returns
     solved = sum(r >= CARTPOLE_SOLVED for r in returns)
-    assert solved >= CARTPOLE_SEEDS - 1, f"{solved} of {CARTPOLE_SEEDS} seeds solved CartPole: {returns}"
+    assert solved >= 3 * num_seeds // 4, f"{solved} of {num_seeds} seeds solved CartPole: {returns}"

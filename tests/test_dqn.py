@@ -190,11 +190,18 @@ def test_bad_dqn_input_exits_2_naming_the_field(flags, must_mention, capsys, tmp
     assert_train_refuses(["--algo", "dqn", *flags], must_mention, capsys, tmp_path / "run")
 
 
+DQN_CARTPOLE_SEEDS = 8
+
+
 @pytest.mark.slow
 def test_dqn_solves_cartpole(tmp_path):
-    """experiments/dqn_cartpole.py's config, 4 seeds in one run: at least 3 of 4 reach 475
-    (measured: all 4 at 500 at 300k steps, about 3 minutes on the 2-core CPU)."""
+    """experiments/dqn_cartpole.py's config, 8 seeds in one run: at least 6 of 8 reach 475.
+
+    DQN's seeds swing more than the policy-gradient learners': with 4 seeds vmapped, seeds 0-3
+    all reached 500 on a Zen 4 EPYC, but two ended at 470 and 227 on a Zen 5 (the same seeds
+    vmapped 8-wide there: seven at 500, one at 490). Eight seeds keep the three-quarters rule
+    with less weight on one seed's float chaos."""
     from experiments.dqn_cartpole import CONFIG
 
-    cfg = dataclasses.replace(CONFIG, run_dir=str(tmp_path / "dqn"), num_seeds=CARTPOLE_SEEDS, devices=1)
-    assert_cartpole_solved(train(cfg, console=False).summary)
+    cfg = dataclasses.replace(CONFIG, run_dir=str(tmp_path / "dqn"), num_seeds=DQN_CARTPOLE_SEEDS, devices=1)
+    assert_cartpole_solved(train(cfg, console=False).summary, num_seeds=DQN_CARTPOLE_SEEDS)
