@@ -156,7 +156,9 @@ def _networks(cfg, obs_shape, action_space):
     return policy, at_matmul_precision(q_values, cfg.matmul_precision)
 
 
-LEARNER = Learner(networks=_networks,
-                  make=lambda cfg, policy, q_values, unroll: make_dqn(
-                      cfg.learner, cfg.replay, cfg.dqn, policy, q_values, num_updates=cfg.num_updates,
-                      num_envs=cfg.num_envs, num_steps=cfg.num_steps, total_timesteps=cfg.total_timesteps))
+def _make(cfg, policy, q_values, unroll: int) -> Algorithm:
+    return make_dqn(cfg.learner, cfg.replay, cfg.dqn, policy, q_values, num_updates=cfg.num_updates,
+                    num_envs=cfg.num_envs, num_steps=cfg.num_steps, total_timesteps=cfg.total_timesteps)
+
+
+LEARNER = Learner(networks=_networks, make=_make)

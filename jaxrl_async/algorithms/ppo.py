@@ -60,6 +60,8 @@ def make_ppo(cfg, policy: Policy, *, num_updates: int, batch_size: int, unroll: 
     return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates, unroll=unroll)
 
 
-LEARNER = Learner(networks=actor_critic,
-                  make=lambda cfg, policy, nets, unroll: make_ppo(cfg.learner, policy, num_updates=cfg.num_updates, batch_size=cfg.batch_size,
-                                unroll=unroll))
+def _make(cfg, policy, nets, unroll: int) -> Algorithm:
+    return make_ppo(cfg.learner, policy, num_updates=cfg.num_updates, batch_size=cfg.batch_size, unroll=unroll)
+
+
+LEARNER = Learner(networks=actor_critic, make=_make)

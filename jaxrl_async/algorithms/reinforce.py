@@ -44,5 +44,8 @@ def make_reinforce(cfg, policy: Policy, *, num_updates: int, unroll: int = 1) ->
     return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates, unroll=unroll)
 
 
-LEARNER = Learner(networks=actor_critic,
-                  make=lambda cfg, policy, nets, unroll: make_reinforce(cfg.learner, policy, num_updates=cfg.num_updates, unroll=unroll))
+def _make(cfg, policy, nets, unroll: int) -> Algorithm:
+    return make_reinforce(cfg.learner, policy, num_updates=cfg.num_updates, unroll=unroll)
+
+
+LEARNER = Learner(networks=actor_critic, make=_make)

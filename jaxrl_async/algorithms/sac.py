@@ -210,7 +210,9 @@ def _networks(cfg, obs_shape, action_space):
                                  critic=at_matmul_precision(nets.critic, cfg.matmul_precision))
 
 
-LEARNER = Learner(networks=_networks,
-                  make=lambda cfg, policy, nets, unroll: make_sac(
-                      cfg.learner, cfg.replay, cfg.sac, policy, nets, num_updates=cfg.num_updates,
-                      num_envs=cfg.num_envs, num_steps=cfg.num_steps))
+def _make(cfg, policy, nets, unroll: int) -> Algorithm:
+    return make_sac(cfg.learner, cfg.replay, cfg.sac, policy, nets, num_updates=cfg.num_updates,
+                    num_envs=cfg.num_envs, num_steps=cfg.num_steps)
+
+
+LEARNER = Learner(networks=_networks, make=_make)

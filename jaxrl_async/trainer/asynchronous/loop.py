@@ -11,8 +11,8 @@ bits: XLA may order it differently inside the fused loop).
 
 The replay learners (dqn, sac) run the same loop: each fragment the actor hands over is added
 to the device buffer by `algo.update` (the buffer alone is donated to the learner's jit, so it
-is written in place: `HostHooks.donated`), which then takes `replay_ratio` gradient steps on it; the actor acts
-with `Algorithm.behaviour` applied to the params it gets, so DQN's epsilon and SAC's warm-up
+is written in place: `HostHooks.donated`), which then takes `replay_ratio` gradient steps on
+it; the actor acts with `Algorithm.behaviour` applied to the params it gets, so DQN's epsilon and SAC's warm-up
 follow the env steps taken as in the fused mode. The learner publishes its params every
 `sync_interval` updates (versions count updates). The replay ratio is held by the pipeline
 itself: one fragment per update, the learner waiting for the actor or the actor for a free
