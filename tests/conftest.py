@@ -12,18 +12,20 @@ import tempfile
 import jax
 import pytest
 
+import compilation  # tests/compilation.py
+
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.trainer.runtime import configure_cpu_runtime
 
 # LLVM's optimisation level 1 for the session and the subprocesses it starts (they read the
-# environment), where the commands keep XLA's default 2. The suite is mostly compilation of
-# small programs: level 1 compiles them 10-35% faster (a probe's training program 3.4 s ->
-# 2.3 s), while the compiled iteration runs at the same speed for the MLPs the tests train
-# (CartPole 4x128, DQN, SAC, Pendulum: within 2%; Breakout-MinAtar's 64x128 MLP 7% slower).
-# The optimisation level changes the machine code, not the HLO program or its float semantics
-# (XLA compiles without fast-math either way).
+# environment), where the commands keep XLA's default 2: a probe's training program compiles in
+# 2.3 s rather than 3.4 s, and the MLPs the tests train run as fast (CartPole 4x128, DQN, SAC,
+# Pendulum: within 2%; Breakout-MinAtar's 64x128 MLP 7% slower). The level changes the machine
+# code, not the HLO program (XLA compiles without fast-math either way). Below, most tests
+# compile faster still (compilation.py), the subprocesses too where the caller set no level.
 _TEST_OPTIMIZATION_LEVEL = "--xla_backend_optimization_level=1"
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+_LEVEL_GIVEN = "xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", "")
+if not _LEVEL_GIVEN:
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_TEST_OPTIMIZATION_LEVEL}".strip()
 
 # the commands' CPU settings (see runtime.py), but one device: tests choose their devices
@@ -46,6 +48,20 @@ os.environ["JAX_COMPILATION_CACHE_DIR"] = _COMPILATION_CACHE
 os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 jax.config.update("jax_compilation_cache_dir", _COMPILATION_CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+# Fast compilation for most tests, optimised for those that run compiled code a long time or
+# compare two programs' bits (compilation.py). The subprocesses the tests start get the fast
+# settings in XLA_FLAGS (so do the xdist workers, started after this ran in the controller: each
+# worker's own compilations take the setting `compilation` gives them, whatever XLA_FLAGS say).
+if compilation.install() and not _LEVEL_GIVEN:
+    os.environ["XLA_FLAGS"] = " ".join(
+        [flag for flag in os.environ["XLA_FLAGS"].split() if flag != _TEST_OPTIMIZATION_LEVEL]
+        + compilation.FAST_XLA_FLAGS.split())
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "optimized_compile: compile optimised, not fast (compilation.py), as `slow` "
+                                       "tests do: a test that runs compiled code long or compares two programs' bits")
 
 
 @pytest.fixture(scope="session")
@@ -102,4 +118,23 @@ def _float32_matmuls_for_module(request):
 @pytest.fixture(autouse=True)
 def _float32_matmuls_for_test(request):
     with _pinned_precision(request.node):
+        yield
+
+
+def _compilation_for(node):
+    """Optimised compilation for a `slow` or `optimized_compile` node, fast otherwise (compilation.py)."""
+    return compilation.compiled(fast=not any(node.get_closest_marker(name)
+                                             for name in ("slow", "optimized_compile")))
+
+
+# as the precision above: a marked module's setting covers its module-scoped fixtures
+@pytest.fixture(scope="module", autouse=True)
+def _compilation_for_module(request):
+    with _compilation_for(request.node):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _compilation_for_test(request):
+    with _compilation_for(request.node):
         yield

@@ -22,6 +22,10 @@ from jaxrl_async.trainer.training import train
 from jaxrl_async.types import Algorithm
 from learning_checks import CARTPOLE_SEEDS, assert_cartpole_solved  # tests/learning_checks.py
 
+# the async programs at lag 0 against the fused program, to the bit: compiled optimised, where
+# they agree (compilation.py)
+pytestmark = pytest.mark.optimized_compile
+
 NUM_UPDATES = 22
 ITERATIONS_PER_CALL = 6  # log windows of 6, 6, 6, 4: an uneven last window too
 ASYNC_FIELDS = {"policy_lag", "learner_wait_s", "actor_wait_s", "rollout_s", "update_s", "env_s", "inference_s",

@@ -205,16 +205,19 @@ def test_resume_extends_a_finished_run_to_the_new_total(runs, tmp_path):
     assert ckpt.load(ckpt.latest_checkpoint(run_dir))["counters"]["updates"] == 50
 
 
-def test_resume_with_another_eval_interval_and_mode_reaches_the_same_params(runs, tmp_path):
+@pytest.mark.optimized_compile  # the async programs against the fused one, to the bit (compilation.py)
+def test_resume_with_another_eval_interval_and_mode_reaches_the_same_params(tmp_path):
     """Evaluation and checkpoints take no training randomness: a fused run resumed in async
-    lag-0 mode with another schedule ends with the straight run's params."""
-    run = runs("fused")
-    run_dir = copy_run(run.stopped_dir, tmp_path / "run")
+    lag-0 mode with another schedule ends with the straight run's params. (Its own fused runs:
+    the module's are compiled fast.)"""
+    full = train(small_config(tmp_path / "full", **VARIANTS["fused"]), console=False)
+    run_dir = tmp_path / "run"
+    train(small_config(run_dir, **VARIANTS["fused"]), console=False, stop_after_updates=STOP_AT)
     result = train(small_config(run_dir, eval_interval=15, mode="async", lag="0"), console=False, resume=True)
     lines = metrics_of(run_dir)
     assert [line["iteration"] for line in lines] == [5, 10, 15, 20, 25, 30, 35, 40]
     assert [line["iteration"] for line in lines if "eval_return_mean" in line] == [10, 20, 30, 40]
-    assert result.summary["params_digest"] == run.full.summary["params_digest"]
+    assert result.summary["params_digest"] == full.summary["params_digest"]
     assert ckpt.list_checkpoints(run_dir)[-2:] == [ckpt.numbered_path(run_dir, u) for u in (30, 40)]
 
 

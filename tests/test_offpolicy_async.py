@@ -23,6 +23,10 @@ from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.trainer.training import train
 from cli_checks import assert_train_refuses  # tests/cli_checks.py
 
+# the async programs at lag 0 (and resumed) against the fused program, to the bit: compiled
+# optimised, where they agree (compilation.py)
+pytestmark = pytest.mark.optimized_compile
+
 NUM_UPDATES = 40
 LEARNING_FROM = 7  # the first update (from 0) that learns: its fragment brings the buffer to 8 x 32 = 256
 # fields of a metrics line that are timings (or only the async mode has)

@@ -15,6 +15,7 @@ from jaxrl_async.trainer.asynchronous.loop import behaviour_hook
 from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.rollout.host import env_seeds
 from jaxrl_async.trainer.training import train
+from compilation import optimized  # tests/compilation.py
 from host_envs_helpers import SCRIPTED_ID, register  # tests/host_envs_helpers.py
 
 register()
@@ -34,7 +35,9 @@ def small_pendulum(tiny_config, **overrides):
 @pytest.fixture(scope="module")
 def sac_runs(tiny_config):
     variants = {"fused": {}, "lag0": dict(mode="async", lag="0"), "lag1": dict(mode="async", lag="1")}
-    return {name: train(small_pendulum(tiny_config, **changes), console=False) for name, changes in variants.items()}
+    with optimized():  # the lag-0 programs against the fused one, to the bit (compilation.py)
+        return {name: train(small_pendulum(tiny_config, **changes), console=False)
+                for name, changes in variants.items()}
 
 
 def test_sac_lag_0_gives_the_fused_learner(sac_runs):

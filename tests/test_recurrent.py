@@ -96,6 +96,7 @@ def test_recurrent_bootstrap_values_the_final_observation_with_the_carry(recurre
                                atol=1e-5)
 
 
+@pytest.mark.optimized_compile  # 100k steps a run: the time is in running the programs (compilation.py)
 @pytest.mark.parametrize("algo", ["ppo", "a2c", "impala"])
 def test_only_a_recurrent_policy_solves_the_memory_probe(tmp_path, algo):
     # 4 seeds in one run each. Measured on an AMD EPYC CPU (jax 0.10.2): the GRU 1.0 on every

@@ -1,0 +1,75 @@
+"""How the suite compiles its programs: FAST, or OPTIMIZED for the tests that run them long.
+
+Most tests' time is compilation: each trains a small config for a few iterations, and its
+programs (the run's initialisation, training loop and evaluation) take seconds to compile and
+milliseconds to run. Those compile FAST: without LLVM's optimisations and with XLA:CPU's loop
+emitters instead of its fusion emitters. Measured on a 2-core AMD EPYC (jax 0.10.2): five probe
+runs 14.6 s -> 6.5 s, a CartPole training program 4.8 s -> 2.3 s to compile, while the compiled
+code runs 2-4x slower, which such runs do not notice.
+
+The tests whose time is running compiled code compile OPTIMIZED (LLVM level 1, as conftest.py
+sets it for the session, and the fusion emitters): the `slow` learning tests, those marked
+`optimized_compile` (conftest.py) and the fixtures inside `with optimized():`. So do the tests
+that compare the bits of two *different* programs, such as the async mode at lag 0 against the
+fused mode: the two agree to the bit compiled optimised, not in every compilation (compiled
+fast, the PPO and SAC lag-0 runs differ from the fused ones by about 1e-8). The probe learning
+tests compile fast: their rules hold whatever float code the machine's XLA compiles
+(learning_checks.py), and every probe passes so.
+
+Both settings compile the same HLO without fast-math; only the machine code, hence possibly the
+last bits of a result, differs. They are part of the persistent cache's key, so the two kinds of
+executable never stand in for each other. Subprocesses read XLA_FLAGS: conftest.py gives them
+the fast settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax
+
+FAST = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+OPTIMIZED = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": True}
+FAST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+
+_settings = [None]  # the overrides every compilation in this process gets now (None: not installed)
+
+
+def install() -> bool:
+    """Give every compilation in this process (any thread) the current settings, FAST to begin
+    with. Returns False, leaving JAX as it was, where this jaxlib does not take the flags."""
+    try:
+        from jax._src import compiler as jax_compiler  # where every jit compilation gets its options
+
+        get_compile_options = jax_compiler.get_compile_options
+        jax.jit(lambda x: x + 1).lower(1.0).compile(compiler_options=FAST)
+    except Exception:  # a JAX without that function, or a jaxlib without one of the flags
+        return False
+
+    def with_settings(*args, **kwargs):
+        options = get_compile_options(*args, **kwargs)
+        if _settings[0] is not None:
+            options.env_option_overrides = [*options.env_option_overrides, *_settings[0].items()]
+        return options
+
+    jax_compiler.get_compile_options = with_settings
+    _settings[0] = FAST
+    return True
+
+
+@contextlib.contextmanager
+def compiled(fast: bool):
+    """Compile FAST or OPTIMIZED inside the block (no change where `install` found no flags)."""
+    previous = _settings[0]
+    if previous is not None:
+        _settings[0] = FAST if fast else OPTIMIZED
+    try:
+        yield
+    finally:
+        _settings[0] = previous
+
+
+def optimized():
+    """Compile OPTIMIZED inside the block: for a fixture whose runs are long, or whose bits a
+    test compares with another program's."""
+    return compiled(fast=False)
