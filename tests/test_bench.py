@@ -15,60 +15,94 @@ def quick_report(tmp_path_factory):
     return out, json.loads(out.read_text())
 
 
-def test_quick_run_writes_every_case(quick_report):
+# The quick run's report, checked case by case (one run, in the module's fixture).
+
+def test_quick_run_writes_the_machine_and_every_case(quick_report):
     _, report = quick_report
     meta = report["meta"]
     for field in ("python", "cpu", "cpu_count", "devices", "backend", "versions", "config", "date"):
         assert field in meta
     assert meta["versions"]["jax"] and meta["config"]["quick"] is True
-    results = report["results"]
-    prefixes = {key.split("/")[0] for key in results}
+    prefixes = {key.split("/")[0] for key in report["results"]}
     assert prefixes == {"env_step", "rollout", "advantages", "update", "gae_placement", "e2e", "devices",
                         "compile_cache", "ops_per_iteration", "eval_cost", "gradient_step_cost", "host_step_cost",
                         "host_sync_cost", "bootstrap_cost"}
+
+
+def test_microbenchmarks_report_compile_time_and_rates(quick_report):
+    results = quick_report[1]["results"]
     for key, row in results.items():
         if key.startswith(("env_step", "rollout", "advantages", "update")):
             assert row["compile_s"] > 0 and row["repeats"] >= 2
             unit = next(u for u in ("steps_per_second", "samples_per_second", "transitions_per_second") if u in row)
             assert 0 < row[unit]["min"] <= row[unit]["median"] <= row[unit]["max"]
     assert results["rollout/CartPole-v1/envs=16"]["ratio_to_raw_env"] > 0
-    gae = results["gae_placement/CartPole-v1/4x128"]
+
+
+def test_gae_placement(quick_report):
+    gae = quick_report[1]["results"]["gae_placement/CartPole-v1/4x128"]
     assert 0 < gae["gae_ms"] < gae["collect_ms"]
     assert gae["gae_share_of_update"] == pytest.approx(gae["gae_ms"] / gae["update_ms"])
+
+
+def test_end_to_end_and_devices(quick_report):
+    results = quick_report[1]["results"]
     for lag in ("0", "1", "latest"):
         row = results[f"e2e/4x128/async-lag{lag}/seeds=1"]
         assert row["ratio_to_fused"] > 0 and row["overlap_efficiency"] > 0
     assert results["e2e/4x128/fused/seeds=2"]["steps_per_second"]["median"] > 0
     assert results["devices/4x128/seeds=2/all-devices"]["ratio_to_one_device"] > 0
+
+
+def test_ops_per_iteration(quick_report):
+    meta, results = quick_report[1]["meta"], quick_report[1]["results"]
     ops = {variant: results[f"ops_per_iteration/CartPole-v1/4x128/{variant}"]
            for variant in ("auto", "cpu-defaults", "gpu-defaults")}
     assert ops["auto"]["ops_per_iteration"] == ops[f"{meta['backend']}-defaults"]["ops_per_iteration"]
     # the GPU's layout (unrolled loops, GAE as one product) launches fewer ops on any backend
     assert 0 < ops["gpu-defaults"]["ops_per_iteration"] < ops["cpu-defaults"]["ops_per_iteration"]
-    cost = results["gradient_step_cost/dqn/CartPole-v1/8x32"]
+
+
+def test_gradient_step_cost(quick_report):
+    cost = quick_report[1]["results"]["gradient_step_cost/dqn/CartPole-v1/8x32"]
     assert set(cost["us_per_gradient_step"]) == {"8", "64"} and min(cost["us_per_gradient_step"].values()) > 0
     # the line through the two batch sizes, and the bound it gives at the config's batch of 64
     assert cost["fixed_us"] + 64 * cost["us_per_sample"] == pytest.approx(cost["us_per_gradient_step"]["64"])
     assert cost["gradient_steps_per_env_step"] == 128 / 256
     assert cost["config_steps_per_second"] == pytest.approx(1e6 / (0.5 * cost["us_per_gradient_step"]["64"]))
     assert cost["compute_bound_steps_per_second"] == pytest.approx(1e6 / (0.5 * 64 * cost["us_per_sample"]))
-    host = results["host_step_cost/gymnasium:CartPole-v1/4x128"]
+
+
+def test_host_step_cost(quick_report):
+    host = quick_report[1]["results"]["host_step_cost/gymnasium:CartPole-v1/4x128"]
     # a fragment's step steps the envs and acts; the act call does more than an empty jitted call
     assert host["fragment_us"] > host["env_us"] > 0 and host["act_us"] > host["dispatch_floor_us"] > 0
     assert host["env_bound_steps_per_second"] == pytest.approx(4e6 / host["env_us"])
     assert host["actor_steps_per_second"] == pytest.approx(4e6 / host["fragment_us"])
-    sync = results["host_sync_cost/CartPole-v1/4x128"]
+
+
+def test_host_sync_cost(quick_report):
+    sync = quick_report[1]["results"]["host_sync_cost/CartPole-v1/4x128"]
     # quick: 40 updates, which 'auto' runs as 20 calls of 2
     assert (sync["updates"], sync["calls"]) == (40, 20) and sync["pairs"] == 2
     assert sync["extra_ms_per_call"] == pytest.approx(1e3 * (sync["auto_to_one_call"] - 1) * sync["one_call_s"] / 19)
     assert sync["iteration_ms"] == pytest.approx(1e3 * sync["one_call_s"] / 40) and 0 < sync["empty_call_ms"]
-    bootstrap = results["bootstrap_cost/CartPole-v1/4x128"]
+
+
+def test_bootstrap_cost(quick_report):
+    bootstrap = quick_report[1]["results"]["bootstrap_cost/CartPole-v1/4x128"]
     # CartPole's 500-step limit: at most one truncation per env in 128 steps
     assert bootstrap["max_truncations"] == 1 and bootstrap["rounds"] == 2
     assert bootstrap["truncated_ms"] > 0 and bootstrap["every_step_ms"] > 0 and bootstrap["truncated_to_every_step"] > 0
-    cache = results["compile_cache/CartPole-v1/fused"]
+
+
+def test_compile_cache(quick_report):
+    cache = quick_report[1]["results"]["compile_cache/CartPole-v1/fused"]
     assert cache["cold_compile_s"] > 0 and cache["warm_compile_s"] > 0
-    cost = results["eval_cost/4x128/fused/defaults"]
+
+
+def test_eval_cost(quick_report):
+    cost = quick_report[1]["results"]["eval_cost/4x128/fused/defaults"]
     assert cost["eval_checkpoint_pct"]["median"] == pytest.approx(100 * cost["eval_checkpoint_s"] / cost["train_s"])
     assert 0 < cost["eval_s"] + cost["checkpoint_s"] <= cost["eval_checkpoint_s"]
     assert cost["evaluations"] == cost["checkpoints"] == 10  # 'auto' at 40 updates: every 4th, the last included
