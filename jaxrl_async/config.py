@@ -9,6 +9,7 @@ what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Literal
 
@@ -25,6 +26,24 @@ def _check(condition: bool, field: str, value, allowed: str) -> None:
 GYMNASIUM_PREFIX = "gymnasium:"
 ENVPOOL_PREFIX = "envpool:"
 HOST_ENV_PREFIXES = (GYMNASIUM_PREFIX, ENVPOOL_PREFIX)
+
+
+def parse_env_kwargs(pairs: tuple[str, ...]) -> dict:
+    """`--env-kwargs KEY=VALUE ...` as the keyword arguments of the env's constructor: each VALUE
+    read as JSON where it is JSON (`500`, `0.5`, `true`, `"x"`, `[1, 2]`), else as the string itself."""
+    kwargs = {}
+    for pair in pairs:
+        key, sep, text = str(pair).partition("=")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"env_kwargs entry {pair!r} is invalid: write KEY=VALUE with KEY a Python name, "
+                             "e.g. --env-kwargs backend=mjx episode_length=500")
+        if key in kwargs:
+            raise ValueError(f"env_kwargs gives {key!r} twice ({pairs!r}): give each key once")
+        try:
+            kwargs[key] = json.loads(text)
+        except json.JSONDecodeError:
+            kwargs[key] = text
+    return kwargs
 
 
 def host_env_kind(env_id: str) -> str | None:
@@ -237,7 +256,7 @@ REPLAY_FIELDS = tuple(field.name for field in dataclasses.fields(ReplayConfig))
 
 
 # What a resumed run must keep: these fields shape the checkpointed state or give it its meaning.
-RESUME_FIXED_FIELDS = ("env", "algo", "num_envs", "num_steps", "num_seeds", "seed", "normalize_obs",
+RESUME_FIXED_FIELDS = ("env", "env_kwargs", "algo", "num_envs", "num_steps", "num_seeds", "seed", "normalize_obs",
                        "action_noise_correlation",
                        "network.hidden_sizes", "network.activation", "network.torso", "network.core",
                        "network.core_size", "replay.replay_capacity")
@@ -255,6 +274,8 @@ class TrainConfig:
 
     env: str = "CartPole-v1"
     """Environment id (any gymnax id, or a Probe-* id; `jaxrl-async envs` lists them), or a host env: gymnasium:<id> for any registered gymnasium 1.x id, envpool:<id> for an EnvPool id (pip install -e '.[envpool]') (trained in the async mode, one seed; host env states are not checkpointed, so a resumed run restarts its episodes)."""
+    env_kwargs: tuple[str, ...] = ()
+    """Keyword arguments of the env's constructor, as KEY=VALUE (VALUE read as JSON where it is, else a string): e.g. --env brax:ant --env-kwargs backend=positional episode_length=500 (the suites' adapters list theirs: docs/suites.md)."""
     preset: str = "none"
     """Preset the settings start from: 'auto' (the CLI's default: the env's own preset, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/presets.py). Recorded in config.json."""
     algo: Literal[ALGORITHMS] = "ppo"
@@ -364,6 +385,7 @@ class TrainConfig:
                f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
         _check(0.0 <= self.action_noise_correlation < 1.0, "action_noise_correlation", self.action_noise_correlation,
                "must be in [0, 1): 0 is white noise, 0.99 correlates actions over ~100 steps")
+        parse_env_kwargs(self.env_kwargs)
         if host_env_kind(self.env):
             self._check_host_env()
         else:
@@ -457,6 +479,8 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict) -> "TrainConfig":
         data = dict(data)
+        if "env_kwargs" in data:  # JSON turns tuples into lists
+            data["env_kwargs"] = tuple(data["env_kwargs"])
         network = dict(data.pop("network", {}))
         if "hidden_sizes" in network:  # JSON turns tuples into lists
             network["hidden_sizes"] = tuple(network["hidden_sizes"])

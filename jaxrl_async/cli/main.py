@@ -238,14 +238,20 @@ def bench_command(args: list[str], cpu_runtime: bool = False) -> int:
 
 
 def envs_command(args: list[str], cpu_runtime: bool = False) -> int:
-    """The built-in env ids (the static list: gymnax's import takes seconds) and their presets."""
+    """The built-in env ids (the static list: gymnax's import takes seconds) and their presets;
+    with `--suite NAME`, the ids of a JAX suite's own registry (`envs/suites/`)."""
+    if args[:1] == ["--suite"]:
+        return _suite_envs(args[1:])
     if args:
-        print(f"jaxrl-async envs: error: it takes no arguments, got {' '.join(args)}", file=sys.stderr)
+        print(f"jaxrl-async envs: error: it takes no arguments but --suite NAME, got {' '.join(args)}",
+              file=sys.stderr)
         return 2
     from jaxrl_async.envs.ids import BUILTIN_ENV_IDS
+    from jaxrl_async.envs.suites import SUITES
 
     print(f"{'env id':<26}{'algo':<6}{'preset budget':>14}  {'expected greedy return':<24}source")
-    for env_id in sorted(BUILTIN_ENV_IDS):
+    suite_presets = sorted(env_id for env_id in presets.PRESETS if ":" in env_id)  # SUITE:ID
+    for env_id in [*sorted(BUILTIN_ENV_IDS), *suite_presets]:
         found = presets.presets_of(env_id)
         if not found:
             print(f"{env_id:<26}{'':<6}{'-':>14}")
@@ -254,6 +260,24 @@ def envs_command(args: list[str], cpu_runtime: bool = False) -> int:
             print(f"{preset.name:<26}{preset.algo:<6}{preset.budget:>14,}  {expected:<24}{preset.source}")
     print("\njaxrl-async train --env ID applies ID's preset (flags override it); --algo A another learner's "
           "(ID:A where listed); --preset none: the plain defaults")
+    print(f"JAX suites, as --env SUITE:ID (jaxrl-async envs --suite NAME lists one's ids): "
+          f"{', '.join(name for name, suite in SUITES.items() if not suite.refused)}")
+    return 0
+
+
+def _suite_envs(args: list[str]) -> int:
+    from jaxrl_async.envs.suites import SUITES, suite_env_ids
+
+    if len(args) != 1:
+        print(f"jaxrl-async envs: error: --suite takes one suite name: {', '.join(SUITES)}", file=sys.stderr)
+        return 2
+    try:
+        ids = suite_env_ids(args[0])
+    except ValueError as error:
+        print(f"jaxrl-async envs: error: {error}", file=sys.stderr)
+        return 2
+    for env_id in ids:
+        print(env_id)
     return 0
 
 

@@ -1,4 +1,5 @@
-"""`make_env(env_id)`: gymnax ids, probe ids, partially observable ids and user-registered ids, wrapped."""
+"""`make_env(env_id)`: gymnax ids, probe ids, partially observable ids, the JAX suites' `SUITE:ID`
+ids (`suites/`) and user-registered ids, wrapped."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from gymnax.environments import spaces
 
 from jaxrl_async.envs.partially_observable import PARTIALLY_OBSERVABLE_ENVS
 from jaxrl_async.envs.probes import PROBE_ENVS
+from jaxrl_async.envs.suites import make_suite_env, split_suite_id
 from jaxrl_async.envs.wrappers import ClipAction, EpisodeStatistics
 
 EnvFactory = Callable[..., Any]
@@ -57,7 +59,7 @@ def register_env(env_id: str, factory: EnvFactory) -> None:
         raise ValueError(f"env_id={env_id!r} must be a non-empty string")
     if not callable(factory):
         raise ValueError(f"factory={factory!r} for {env_id!r} must be callable")
-    if env_id in _REFUSED_IDS or env_id in registered_env_ids():
+    if env_id in _REFUSED_IDS or env_id in registered_env_ids() or split_suite_id(env_id) is not None:
         raise ValueError(
             f"env_id={env_id!r} is already registered; pick a new id "
             "(see jaxrl_async.envs.registered_env_ids())"
@@ -71,6 +73,8 @@ def _construct(env_id: str, env_kwargs: dict[str, Any]) -> Any:
         raise ValueError(_REFUSED_IDS[env_id])
     if env_id in _USER_FACTORIES:
         return _USER_FACTORIES[env_id](**env_kwargs)
+    if split_suite_id(env_id) is not None:
+        return make_suite_env(env_id, **env_kwargs)
     if env_id in PROBE_ENVS:
         return PROBE_ENVS[env_id](**env_kwargs)
     if env_id in PARTIALLY_OBSERVABLE_ENVS:

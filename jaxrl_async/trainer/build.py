@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_async import algorithms
-from jaxrl_async.config import SpeedSettings, TrainConfig, host_env_kind, resolve_speed
+from jaxrl_async.config import SpeedSettings, TrainConfig, host_env_kind, parse_env_kwargs, resolve_speed
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.host.gymnasium import make_host_env
 from jaxrl_async.envs.spaces import observation_shapes
@@ -47,10 +47,10 @@ def build(cfg: TrainConfig, backend: str | None = None) -> Components:
     (default: `jax.default_backend()`, where the programs will run)."""
     speed = resolve_speed(cfg, backend)
     if host_env_kind(cfg.env):  # stepped on the host (`envs/host/`): no env params
-        env, env_params = make_host_env(cfg.env), None
+        env, env_params = make_host_env(cfg.env, **parse_env_kwargs(cfg.env_kwargs)), None
         obs_space, action_space = env.observation_space, env.action_space
     else:
-        env, env_params = make_env(cfg.env)
+        env, env_params = make_env(cfg.env, **parse_env_kwargs(cfg.env_kwargs))
         obs_space, action_space = env.observation_space(env_params), env.action_space(env_params)
     learner = algorithms.learner(cfg.algo)
     policy, nets = learner.networks(cfg, observation_shapes(obs_space), action_space)

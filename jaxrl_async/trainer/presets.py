@@ -198,7 +198,7 @@ ALGO_PRESETS: dict[str, Preset] = {
 def presets_of(env: str) -> list[Preset]:
     """`env`'s presets: its own first, then those of other learners (`ENV_LEARNER_PRESETS`)."""
     own = [PRESETS[env]] if env in PRESETS else []
-    return own + [preset for name, preset in ENV_LEARNER_PRESETS.items() if name.split(":")[0] == env]
+    return own + [preset for name, preset in ENV_LEARNER_PRESETS.items() if name.rsplit(":", 1)[0] == env]
 
 
 def resolve(preset: str, env: str, algo: str | None = None) -> Preset | None:

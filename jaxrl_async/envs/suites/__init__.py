@@ -1,0 +1,91 @@
+"""The JAX environment suites, each behind `--env SUITE:ID`: `brax:ant`, `craftax:Craftax-Classic-Symbolic-v1`, ...
+
+One adapter module per suite (this package) turns the suite's own env into the functional
+protocol the rollout consumes (gymnax 1.x: `reset(key, params)`, `step(key, state, action,
+params)` returning `obs, state, reward, terminated, truncated, info` with auto-reset and
+`info["final_observation"]`; `functional.SuiteEnv` does the auto-reset and the time limit).
+An adapter module has two functions:
+
+    make(env_id, **env_kwargs) -> env        the suite's env `env_id`, adapted
+    env_ids() -> list[str]                   the ids the suite's own registry has
+
+The suites are optional extras: importing this package imports none of them, and a missing one
+fails at once with the pip command that installs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import importlib.util
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    name: str  # the prefix of its ids: `name:ID`
+    adapter: str  # our adapter module
+    package: str  # the module the suite installs (what a missing extra lacks)
+    extra: str  # our pip extra for it
+    refused: str = ""  # why it cannot be used here ('' where it can)
+
+    @property
+    def install(self) -> str:
+        return f"pip install 'jaxrl_async[{self.extra}]'"
+
+
+def _suite(name: str, package: str, extra: str | None = None, refused: str = "") -> Suite:
+    return Suite(name, f"jaxrl_async.envs.suites.{name}", package, extra or name, refused)
+
+
+SUITES: dict[str, Suite] = {suite.name: suite for suite in (
+    _suite("brax", "brax"),
+    _suite("playground", "mujoco_playground"),
+    _suite("craftax", "craftax"),
+    _suite("jumanji", "jumanji"),
+    _suite("navix", "navix"),
+    _suite("xminigrid", "xminigrid"),
+    _suite("popgym_arcade", "popgym_arcade", extra="popgym-arcade"),
+    _suite("kinetix", "kinetix", refused=(
+        "Kinetix cannot be installed beside this project: every kinetix-env release pins jax<=0.9.0, "
+        "and gymnax 1.0.1 with this project's code needs jax>=0.10")),
+)}
+
+
+def split_suite_id(env_id: str) -> tuple[Suite, str] | None:
+    """(suite, the suite's own id) for `SUITE:ID`, None for any other id."""
+    prefix, sep, inner = str(env_id).partition(":")
+    if not sep or prefix not in SUITES:
+        return None
+    return SUITES[prefix], inner
+
+
+def adapter(suite: Suite) -> Any:
+    """The suite's adapter module; a ValueError with the pip command where the suite is missing."""
+    if suite.refused:
+        raise ValueError(f"the {suite.name} suite is not supported: {suite.refused}")
+    if importlib.util.find_spec(suite.package) is None:
+        raise ValueError(f"the {suite.name} suite is not installed (no module {suite.package!r}): {suite.install}")
+    return importlib.import_module(suite.adapter)
+
+
+def suite_env_ids(name: str) -> list[str]:
+    """`SUITE:ID` for every id the suite's own registry lists (sorted)."""
+    if name not in SUITES:
+        raise ValueError(f"unknown suite {name!r}; choose one of {', '.join(SUITES)}")
+    suite = SUITES[name]
+    return sorted(f"{suite.name}:{inner}" for inner in adapter(suite).env_ids())
+
+
+def make_suite_env(env_id: str, **env_kwargs: Any) -> Any:
+    """The adapted env for `SUITE:ID` (unwrapped: `make_env` adds the wrappers)."""
+    suite, inner = split_suite_id(env_id)
+    module = adapter(suite)
+    known = module.env_ids()
+    if inner not in known:
+        close = difflib.get_close_matches(inner, known, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(repr(f'{suite.name}:{c}') for c in close)}?" if close else "no close matches."
+        raise ValueError(f"unknown env_id {env_id!r}: {suite.name} has no env {inner!r}; {hint} "
+                         f"`jaxrl-async envs --suite {suite.name}` lists its {len(known)} ids.")
+    return module.make(inner, **env_kwargs)

@@ -1,0 +1,93 @@
+"""`SuiteEnv`: the gymnax 1.x protocol over an env that steps without resetting itself.
+
+A suite's adapter subclasses it and writes two methods over the suite's own env, both for one
+env (the rollout vmaps them):
+
+    reset_env(key, params) -> (obs, inner_state)
+    step_env(key, inner_state, action, params) -> (obs, inner_state, reward, terminated, truncated)
+
+where `step_env` never resets, `terminated` is the task's end (no bootstrap past it) and
+`truncated` an end the suite imposes by time alone (bootstrap from the final observation).
+`SuiteEnv` adds what the rollout relies on and the suites do differently or not at all:
+
+- a time limit (`max_steps_in_episode`) for suites without one of their own (Brax, Playground),
+  counted in `SuiteState.time`;
+- termination over truncation: a step that is both is a termination (no bootstrap);
+- auto-reset inside `step`, the next episode drawn from a fresh key (as gymnax's step does), and
+  `info["final_observation"]`, the observation before the reset, for the truncation bootstrap;
+- float32 rewards and bool flags, whatever dtypes the suite returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+@struct.dataclass
+class SuiteParams:
+    """An adapted env's params: its time limit (0: only the suite's own), a static setting."""
+
+    max_steps_in_episode: int = struct.field(pytree_node=False, default=0)
+
+
+@struct.dataclass
+class SuiteState:
+    inner: Any  # the suite's own state
+    time: jax.Array  # [] int32, steps into the episode
+
+
+def select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
+    """`on_true` where `pred` (a scalar), else `on_false`, leaf by leaf."""
+    return jax.tree.map(lambda a, b: jax.lax.select(pred, a, b), on_true, on_false)
+
+
+class SuiteEnv:
+    """Base of the suites' adapters: see the module docstring."""
+
+    name: str = "SuiteEnv"
+
+    def __init__(self, max_steps_in_episode: int = 0):
+        if int(max_steps_in_episode) < 0:
+            raise ValueError(f"max_steps_in_episode={max_steps_in_episode} must be >= 0 (0: no time limit of ours)")
+        self._params = SuiteParams(int(max_steps_in_episode))
+
+    @property
+    def default_params(self) -> SuiteParams:
+        return self._params
+
+    def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def step_env(self, key: jax.Array, inner: Any, action: Any, params: SuiteParams) -> tuple:
+        raise NotImplementedError
+
+    def action_space(self, params: Any = None) -> Any:
+        raise NotImplementedError
+
+    def observation_space(self, params: Any = None) -> Any:
+        raise NotImplementedError
+
+    def reset(self, key: jax.Array, params: SuiteParams | None = None) -> tuple[Any, SuiteState]:
+        obs, inner = self.reset_env(key, self._params if params is None else params)
+        return obs, SuiteState(inner, jnp.zeros((), jnp.int32))
+
+    def step(self, key: jax.Array, state: SuiteState, action: Any, params: SuiteParams | None = None) -> tuple:
+        params = self._params if params is None else params
+        key_step, key_reset = jax.random.split(key)
+        obs, inner, reward, terminated, truncated = self.step_env(key_step, state.inner, action, params)
+        time = state.time + 1
+        terminated = jnp.asarray(terminated).astype(jnp.bool_)
+        truncated = jnp.asarray(truncated).astype(jnp.bool_)
+        if params.max_steps_in_episode:
+            truncated = truncated | (time >= params.max_steps_in_episode)
+        truncated = truncated & ~terminated
+        done = terminated | truncated
+        obs_reset, inner_reset = self.reset_env(key_reset, params)
+        next_obs = select_tree(done, obs_reset, obs)
+        state = SuiteState(select_tree(done, inner_reset, inner), jnp.where(done, 0, time).astype(jnp.int32))
+        info = {"terminated": terminated, "truncated": truncated, "final_observation": obs}
+        return next_obs, state, jnp.asarray(reward, jnp.float32), terminated, truncated, info
