@@ -113,7 +113,13 @@ def make_env(env_id: str, **env_kwargs: Any) -> tuple[Any, Any]:
     Raises:
       ValueError: unknown or refused `env_id`.
     """
-    env = _construct(env_id, env_kwargs)
+    try:
+        env = _construct(env_id, env_kwargs)
+    except TypeError as error:
+        if not env_kwargs:
+            raise
+        raise ValueError(f"env {env_id!r} does not take env_kwargs {env_kwargs}: {error} "
+                         "(--env-kwargs KEY=VALUE passes keyword arguments to the env's constructor)") from error
     missing = [
         attribute
         for attribute in ("default_params", "reset", "step", "action_space")

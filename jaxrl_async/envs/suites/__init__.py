@@ -46,7 +46,11 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     _suite("jumanji", "jumanji"),
     _suite("navix", "navix"),
     _suite("xminigrid", "xminigrid"),
-    _suite("popgym_arcade", "popgym_arcade", extra="popgym-arcade"),
+    _suite("popgym_arcade", "popgym_arcade", refused=(
+        "popgym-arcade 0.0.7 depends on stable-gymnax, which installs a module named `gymnax` (the 0.x step "
+        "API, five values) over gymnax 1.0.1, which this project needs: installing it breaks every gymnax env. "
+        "If it is installed, `pip uninstall popgym-arcade stable-gymnax && pip install --force-reinstall "
+        "--no-deps gymnax==1.0.1` repairs the environment")),
     _suite("kinetix", "kinetix", refused=(
         "Kinetix cannot be installed beside this project: every kinetix-env release pins jax<=0.9.0, "
         "and gymnax 1.0.1 with this project's code needs jax>=0.10")),

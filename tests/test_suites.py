@@ -1,0 +1,147 @@
+"""The suites' mechanism: `SUITE:ID` routing, the missing-extra and refused-suite errors,
+`--env-kwargs`, and `SuiteEnv`'s protocol (time limit, termination over truncation, auto-reset,
+final observation) on a hand-written env whose every step is known."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnax.environments import spaces
+
+from jaxrl_async.config import TrainConfig, parse_env_kwargs
+from jaxrl_async.envs import suites
+from jaxrl_async.envs.suites.functional import SuiteEnv, SuiteParams
+
+
+class Countdown(SuiteEnv):
+    """obs = [position]; each step moves by the action (0: +1, 1: +2) and pays the new position;
+    it terminates at `goal` or beyond. Reset draws the start from {0, 1} with the key, so a fresh
+    reset is visible. No time limit of its own: SuiteEnv's `max_steps_in_episode` gives one."""
+
+    name = "Countdown"
+
+    def __init__(self, goal: int = 5, max_steps_in_episode: int = 0):
+        super().__init__(max_steps_in_episode)
+        self.goal = goal
+
+    def reset_env(self, key, params):
+        start = jax.random.bernoulli(key).astype(jnp.int32)
+        return start[None].astype(jnp.float32), start
+
+    def step_env(self, key, inner, action, params):
+        position = inner + 1 + action
+        return (position[None].astype(jnp.float32), position, position.astype(jnp.float32),
+                position >= self.goal, jnp.bool_(False))
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+    def observation_space(self, params=None):
+        return spaces.Box(0.0, 10.0, (1,), jnp.float32)
+
+
+def _run(env, actions, seed=0):
+    """Step the env through `actions` from a reset; a list of the step's outputs as numpy."""
+    key = jax.random.PRNGKey(seed)
+    obs, state = env.reset(key)
+    step = jax.jit(env.step)
+    out = []
+    for action in actions:
+        key, step_key = jax.random.split(key)
+        next_obs, state, reward, terminated, truncated, info = step(step_key, state, jnp.int32(action))
+        out.append(dict(obs=float(obs[0]), next_obs=float(next_obs[0]), reward=float(reward),
+                        terminated=bool(terminated), truncated=bool(truncated),
+                        final=float(info["final_observation"][0]), time=int(state.time)))
+        obs = next_obs
+    return out
+
+
+def test_a_termination_resets_and_keeps_the_final_observation():
+    steps = _run(Countdown(goal=5), [1, 1, 1, 0])
+    start = steps[0]["obs"]
+    assert steps[0]["next_obs"] == start + 2 and steps[0]["reward"] == start + 2
+    # start 0: 2, 4, 6 (>= 5: terminated); start 1: 3, 5 (terminated)
+    end = 2 if start == 0 else 1
+    assert [s["terminated"] for s in steps[:end + 1]] == [False] * end + [True]
+    done = steps[end]
+    assert done["final"] == start + 2 * (end + 1) and done["reward"] == done["final"]
+    assert done["next_obs"] in (0.0, 1.0) and done["time"] == 0 and not done["truncated"]
+    # the step after the reset moves from the reset observation
+    assert steps[end + 1]["obs"] == done["next_obs"]
+
+
+def test_the_time_limit_truncates_and_a_termination_at_the_limit_wins():
+    steps = _run(Countdown(goal=100, max_steps_in_episode=3), [0] * 7)
+    assert [s["truncated"] for s in steps] == [False, False, True, False, False, True, False]
+    assert not any(s["terminated"] for s in steps)
+    assert steps[2]["final"] == steps[0]["obs"] + 3 and steps[2]["time"] == 0 and steps[1]["time"] == 2
+    # goal reached on the limit's step: terminated, not truncated (no bootstrap past the end)
+    both = _run(Countdown(goal=3, max_steps_in_episode=3), [0, 0, 0], seed=1)
+    first = both[0]["obs"]
+    hit = 2 if first == 0 else 1
+    assert both[hit]["terminated"] and not both[hit]["truncated"]
+
+
+def test_suite_env_vmaps_and_draws_fresh_resets_per_env():
+    env = Countdown(goal=2)
+    keys = jax.random.split(jax.random.PRNGKey(3), 64)
+    obs, state = jax.vmap(env.reset)(keys)
+    next_obs, state, reward, terminated, truncated, info = jax.vmap(env.step)(keys, state, jnp.ones(64, jnp.int32))
+    assert bool(terminated.all()) and not bool(truncated.any())
+    np.testing.assert_array_equal(info["final_observation"], obs + 2)
+    assert set(np.unique(next_obs).tolist()) == {0.0, 1.0}  # fresh draws, not one copied start
+    assert reward.dtype == jnp.float32 and terminated.dtype == jnp.bool_
+
+
+def test_suite_params_are_static_and_validated():
+    assert SuiteParams(7).max_steps_in_episode == 7 and not jax.tree.leaves(SuiteParams(7))
+    with pytest.raises(ValueError, match="max_steps_in_episode=-1 must be >= 0"):
+        Countdown(max_steps_in_episode=-1)
+
+
+def test_suite_ids_route_to_their_suite_and_others_do_not():
+    suite, inner = suites.split_suite_id("brax:ant")
+    assert suite.name == "brax" and inner == "ant"
+    assert suites.split_suite_id("CartPole-v1") is None
+    assert suites.split_suite_id("gymnasium:CartPole-v1") is None  # a host env's prefix, not a suite
+
+
+def test_a_missing_suite_names_its_pip_line_and_kinetix_says_why_not(monkeypatch):
+    missing = suites.Suite("ghost", "jaxrl_async.envs.suites.ghost", "no_such_package_here", "ghost")
+    monkeypatch.setitem(suites.SUITES, "ghost", missing)
+    with pytest.raises(ValueError, match=r"ghost suite is not installed .*pip install 'jaxrl_async\[ghost\]'"):
+        suites.make_suite_env("ghost:Thing-v0")
+    with pytest.raises(ValueError, match="every kinetix-env release pins jax<=0.9.0"):
+        suites.make_suite_env("kinetix:anything")
+    with pytest.raises(ValueError, match="stable-gymnax, which installs a module named `gymnax`"):
+        suites.make_suite_env("popgym_arcade:CartPoleEasy")
+    with pytest.raises(ValueError, match="unknown suite 'nope'"):
+        suites.suite_env_ids("nope")
+
+
+def test_env_kwargs_parse_json_values_and_reject_bad_pairs():
+    assert parse_env_kwargs(("backend=mjx", "episode_length=500", "scale=0.5", "flag=true", "sizes=[1, 2]")) == {
+        "backend": "mjx", "episode_length": 500, "scale": 0.5, "flag": True, "sizes": [1, 2]}
+    assert parse_env_kwargs(()) == {}
+    with pytest.raises(ValueError, match="write KEY=VALUE"):
+        parse_env_kwargs(("backend",))
+    with pytest.raises(ValueError, match="gives 'a' twice"):
+        parse_env_kwargs(("a=1", "a=2"))
+    with pytest.raises(ValueError, match="write KEY=VALUE"):
+        TrainConfig(env_kwargs=("1x=2",))
+
+
+def test_env_kwargs_survive_the_config_round_trip():
+    import dataclasses
+    import json
+
+    config = TrainConfig(env="CartPole-v1", env_kwargs=("a=1",))
+    again = TrainConfig.from_dict(json.loads(json.dumps(dataclasses.asdict(config))))
+    assert again == config and again.env_kwargs == ("a=1",)
+
+
+def test_env_kwargs_an_env_does_not_take_are_named():
+    from jaxrl_async.envs import make_env
+
+    with pytest.raises(ValueError, match=r"env 'CartPole-v1' does not take env_kwargs \{'sizes': 3\}"):
+        make_env("CartPole-v1", sizes=3)
