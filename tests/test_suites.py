@@ -145,3 +145,23 @@ def test_env_kwargs_an_env_does_not_take_are_named():
 
     with pytest.raises(ValueError, match=r"env 'CartPole-v1' does not take env_kwargs \{'sizes': 3\}"):
         make_env("CartPole-v1", sizes=3)
+
+
+def test_envs_suite_lists_or_names_what_is_wrong(capsys):
+    from jaxrl_async.cli.main import main
+
+    assert main(["envs", "--suite", "nope"]) == 2
+    assert "unknown suite 'nope'; choose one of brax" in capsys.readouterr().err
+    assert main(["envs", "--suite"]) == 2
+    assert "--suite takes one suite name" in capsys.readouterr().err
+    assert main(["envs", "--suite", "kinetix"]) == 2
+    assert "pins jax<=0.9.0" in capsys.readouterr().err
+    assert main(["envs"]) == 0
+    assert "JAX suites, as --env SUITE:ID" in capsys.readouterr().out
+
+
+def test_the_env_kwargs_flag_reaches_the_config():
+    from jaxrl_async.cli.main import parse_train
+
+    command = parse_train(["--env", "CartPole-v1", "--env-kwargs", "backend=mjx", "episode_length=500"])
+    assert command.config.env_kwargs == ("backend=mjx", "episode_length=500")
