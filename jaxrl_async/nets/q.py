@@ -12,7 +12,9 @@ actor-critic has, so the rollout, the evaluator and the checkpoints use it uncha
 
 `q_values(params_network, obs) -> [..., A]` is the network itself, for the learner.
 Observations are encoded as the actor-critic's are (`actor_critic.encoder_input`: one encoder per
-leaf of a Dict / Tuple observation).
+leaf of a Dict / Tuple observation). Where the observation carries an action mask
+(`spaces.ACTION_MASK`), greedy and random actions are both among the legal ones, and the value
+is the largest legal Q; `q_values` stays the network's, every action's.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from flax import struct
 from gymnax.environments import spaces
 
 from jaxrl_async.config import NetworkConfig
-from jaxrl_async.core.distributions import EpsilonGreedy
-from jaxrl_async.envs.spaces import zeros_observation
-from jaxrl_async.nets.actor_critic import Policy, encoder_input, make_torso
+from jaxrl_async.core.distributions import EpsilonGreedy, mask_scores
+from jaxrl_async.envs.spaces import check_action_mask, zeros_observation
+from jaxrl_async.nets.actor_critic import Policy, encoder_input, make_torso, observed_legal_actions
 
 
 @struct.dataclass
@@ -62,6 +64,7 @@ def make_q_policy(cfg: NetworkConfig, obs_shape, action_space) -> tuple[Policy, 
     if cfg.core != "none":
         raise ValueError(f"core={cfg.core!r} is not supported with algo='dqn' (the replay holds single "
                          "transitions, not sequences): use --core none")
+    check_action_mask(obs_shape, action_space)
     obs_shape, prepare, use_cnn, leaves = encoder_input(cfg.torso, obs_shape)
     module = QNetwork(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, int(action_space.n), leaves)
 
@@ -74,11 +77,11 @@ def make_q_policy(cfg: NetworkConfig, obs_shape, action_space) -> tuple[Policy, 
         return QParams(network=network, epsilon=jnp.zeros((), jnp.float32))
 
     def step(params: QParams, obs, carry):
-        q = q_values(params.network, obs)
-        return EpsilonGreedy(q, params.epsilon), jnp.max(q, axis=-1), carry
+        q, legal = q_values(params.network, obs), observed_legal_actions(obs)
+        return EpsilonGreedy(q, params.epsilon, legal), jnp.max(mask_scores(q, legal), axis=-1), carry
 
     def value_step(params: QParams, obs, carry):
-        return jnp.max(q_values(params.network, obs), axis=-1)
+        return jnp.max(mask_scores(q_values(params.network, obs), observed_legal_actions(obs)), axis=-1)
 
     def unroll(params, obs, carry, reset):
         return step(params, obs, carry)
