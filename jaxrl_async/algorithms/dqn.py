@@ -13,6 +13,10 @@ The loss on a sampled transition with its n-step window (`replay/buffer.py`, `n_
     y = R^(m) + discount * Q_target(s', argmax_a Q_online(s', a))     (double_q; else max_a Q_target)
     loss = huber_delta(Q_online(s, a) - stop_gradient(y))
 
+Where the env gives action masks (`spaces.ACTION_MASK`), the argmax and the max run over the
+actions legal in s' (the replay stores observations, so s' carries its mask), as the policy
+acts: an illegal action's Q is never trained, and must not set the target.
+
 The Huber loss's quadratic range is a flag (`huber_delta`, default 10): at the Nature DQN's
 1.0, made for clipped rewards, the loss is nearly L1 for CartPole's returns of up to 100, the
 few terminal transitions no longer outweigh the many bootstrapped ones, and Q diverged on
@@ -31,8 +35,9 @@ from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.algorithms.replay.learner import (ReplayState, begin_update, host_hooks, learn_once_ready,
                                                    new_buffer, replay_metrics)
 from jaxrl_async.algorithms.sgd import LearnerHyperparams
-from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
+from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision, observed_legal_actions
 from jaxrl_async.nets.q import make_q_policy
+from jaxrl_async.core.distributions import mask_scores
 from jaxrl_async.core.optimizer import make_optimizer, sgd_step
 from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
 
@@ -56,11 +61,12 @@ def q_learning_loss(q_values: Callable, network, target_network, batch: dict, do
     q = q_values(network, batch["obs"])  # [N, A]
     q_taken = jnp.take_along_axis(q, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
     q_next_target = q_values(target_network, batch["bootstrap_obs"])
+    next_legal = observed_legal_actions(batch["bootstrap_obs"])  # None without action masks
     if double_q:
-        best = jnp.argmax(q_values(network, batch["bootstrap_obs"]), axis=-1)
+        best = jnp.argmax(mask_scores(q_values(network, batch["bootstrap_obs"]), next_legal), axis=-1)
         q_next = jnp.take_along_axis(q_next_target, best[:, None], axis=-1)[:, 0]
     else:
-        q_next = jnp.max(q_next_target, axis=-1)
+        q_next = jnp.max(mask_scores(q_next_target, next_legal), axis=-1)
     target = jax.lax.stop_gradient(batch["n_step_return"] + batch["discount"] * q_next)
     losses = optax.huber_loss(q_taken, target, delta=huber_delta)
     # prioritised replay: each transition's loss times its importance weight

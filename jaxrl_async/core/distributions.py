@@ -8,6 +8,15 @@ draw a whole fragment's in one call before it (`rollout/host.py`) and pay no ran
 in each step's act. The Gaussians also offer `sample_from_noise(eps)`, the action for a given
 standard-normal draw (`exploration.py`). Batch shapes follow the parameters: logits `[..., A]`, mean `[..., D]`,
 multi-categorical logits `[..., sum(nvec)]`.
+
+Action masks (an env's legal actions, `legal_actions`): a masked categorical is the categorical
+of `mask_scores(logits, legal)`, whose illegal logits are the dtype's lowest finite number. Their
+probabilities are then exactly 0 (`exp` underflows; in sampling the Gumbel noise, at most ~17,
+never lifts one above a legal logit), so they are never sampled, and log-probabilities and
+entropies are those of the distribution over the legal actions alone. A finite number rather than
+-inf keeps every term finite: the entropy's 0 * log 0 is 0 * (-3.4e38) = 0 (with -inf it is NaN),
+and the gradient through `where` reaches the legal logits only. `EpsilonGreedy` takes `legal` too:
+greedy and random actions both among the legal ones.
 """
 
 from __future__ import annotations
@@ -20,6 +29,30 @@ import jax.numpy as jnp
 from flax import struct
 
 _LOG_2PI = math.log(2.0 * math.pi)
+
+
+def legal_actions(action_mask: jax.Array, nvec: tuple[int, ...] | None = None) -> jax.Array:
+    """`[..., A]` bool, the legal actions of an env's action mask `[..., A]` (1 legal, 0 illegal).
+
+    A (sub-)action with no legal choice at all counts every choice legal: an env may show an
+    all-zero mask on an observation no action is taken from (an episode's last), and a
+    distribution over nothing is no distribution. `nvec`: a MultiDiscrete's sub-action sizes, whose
+    masks lie side by side (A = sum(nvec)); each sub-action is checked on its own.
+    """
+    legal = jnp.asarray(action_mask) > 0.5
+    if nvec is None:
+        return legal | ~jnp.any(legal, axis=-1, keepdims=True)
+    bounds = list(itertools.accumulate(nvec))[:-1]
+    return jnp.concatenate([legal_actions(part) for part in jnp.split(legal, bounds, axis=-1)], axis=-1)
+
+
+def mask_scores(scores: jax.Array, legal: jax.Array | None) -> jax.Array:
+    """`scores` `[..., A]` (logits or Q-values) with each illegal action's set to the dtype's lowest
+    finite number, so that no softmax, argmax or max picks it; `scores` itself where `legal` is None
+    (an env without a mask)."""
+    if legal is None:
+        return scores
+    return jnp.where(legal, scores, jnp.finfo(scores.dtype).min)
 
 
 @struct.dataclass
@@ -115,26 +148,37 @@ class DiagGaussian:
 
 @struct.dataclass
 class EpsilonGreedy:
-    """The greedy action of `q_values` with probability 1 - epsilon, else a uniform one."""
+    """The greedy action of `q_values` with probability 1 - epsilon, else a uniform one; with
+    `legal`, both among the legal actions only."""
 
     q_values: jax.Array  # [..., A]
     epsilon: jax.Array  # [] (or broadcastable to the batch shape)
+    legal: jax.Array | None = None  # [..., A] bool (`legal_actions`); None: every action is legal
 
     def _probs(self) -> jax.Array:
         num_actions = self.q_values.shape[-1]
         greedy = jax.nn.one_hot(self.mode(), num_actions, dtype=self.q_values.dtype)
         epsilon = jnp.asarray(self.epsilon, self.q_values.dtype)[..., None]
-        return (1.0 - epsilon) * greedy + epsilon / num_actions
+        if self.legal is None:
+            return (1.0 - epsilon) * greedy + epsilon / num_actions
+        legal = self.legal.astype(self.q_values.dtype)
+        return (1.0 - epsilon) * greedy + epsilon * legal / jnp.sum(legal, axis=-1, keepdims=True)
 
     def draw(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """(a uniform number per state, a uniformly drawn action per state)."""
+        """(a uniform number per state, a uniformly drawn action per state); with `legal`, a uniform
+        number per action in place of the action (the random action is the legal one whose number
+        is largest: uniform over the legal ones, and the draw still needs only the shapes)."""
         explore_key, action_key = jax.random.split(key)
-        return (jax.random.uniform(explore_key, self.q_values.shape[:-1]),
-                jax.random.randint(action_key, self.q_values.shape[:-1], 0, self.q_values.shape[-1]))
+        batch_shape = self.q_values.shape[:-1]
+        if self.legal is None:
+            return (jax.random.uniform(explore_key, batch_shape),
+                    jax.random.randint(action_key, batch_shape, 0, self.q_values.shape[-1]))
+        return jax.random.uniform(explore_key, batch_shape), jax.random.uniform(action_key, self.q_values.shape)
 
     def sample_from_draw(self, draw: tuple[jax.Array, jax.Array]) -> jax.Array:
-        explore_number, uniform_action = draw
-        return jnp.where(explore_number < self.epsilon, uniform_action, self.mode())
+        explore_number, drawn = draw
+        random_action = drawn if self.legal is None else jnp.argmax(jnp.where(self.legal, drawn, -1.0), axis=-1)
+        return jnp.where(explore_number < self.epsilon, random_action, self.mode())
 
     def sample(self, key: jax.Array) -> jax.Array:
         return self.sample_from_draw(self.draw(key))
@@ -148,4 +192,4 @@ class EpsilonGreedy:
         return -jnp.sum(jnp.where(probs > 0, probs * jnp.log(jnp.where(probs > 0, probs, 1.0)), 0.0), axis=-1)
 
     def mode(self) -> jax.Array:
-        return jnp.argmax(self.q_values, axis=-1)
+        return jnp.argmax(mask_scores(self.q_values, self.legal), axis=-1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 
 _NAMES = {
+    "ActionMaskProbe": "jaxrl_async.envs.probes",
     "ActionRewardProbe": "jaxrl_async.envs.probes",
     "ClipAction": "jaxrl_async.envs.wrappers",
     "ConstantRewardProbe": "jaxrl_async.envs.probes",

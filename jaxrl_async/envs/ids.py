@@ -20,9 +20,9 @@ BUILTIN_ENV_IDS: tuple[str, ...] = (
     "BernoulliBandit-misc", "FourRooms-misc", "FrozenLake-misc", "GaussianBandit-misc", "MetaMaze-misc",
     "PointRobot-misc", "Pong-misc", "Reacher-misc", "Swimmer-misc",
     # probes (envs/probes.py)
-    "Probe-ActionReward", "Probe-ConstantReward", "Probe-ContinuousAction", "Probe-DictObs", "Probe-Memory",
-    "Probe-MultiDiscrete", "Probe-ObsActionReward", "Probe-ObsReward", "Probe-Truncation", "Probe-TupleObs",
-    "Probe-TwoStep",
+    "Probe-ActionMask", "Probe-ActionReward", "Probe-ConstantReward", "Probe-ContinuousAction", "Probe-DictObs",
+    "Probe-Memory", "Probe-MultiDiscrete", "Probe-ObsActionReward", "Probe-ObsReward", "Probe-Truncation",
+    "Probe-TupleObs", "Probe-TwoStep",
     # partially observable (envs/partially_observable.py)
     "StatelessCartPole-v1", "StatelessPendulum-v1",
 )

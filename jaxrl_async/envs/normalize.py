@@ -3,6 +3,10 @@
 The statistics live in the trainer's rollout state, not in an env wrapper: the
 rollout calls `stats.update(obs_batch)` with each batch of observations and
 `stats.normalize(obs)` before the network sees them.
+
+An observation's action mask (`spaces.ACTION_MASK`) is never normalised: its 0s and 1s say which
+actions are legal, and the policy reads them as they are. Its statistics stay at mean 0, var 1
+(unused), so the statistics keep the observation's structure.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl_async.envs.spaces import map_shapes
+from jaxrl_async.envs.spaces import is_action_mask_path, map_shapes
 
 
 class _Merged:
@@ -69,8 +73,10 @@ class RunningMeanStd:
         batch_count = jnp.asarray(jax.tree.leaves(batch_obs)[0].shape[0], jnp.float32)
         total = self.count + batch_count
 
-        def merge(mean, var, batch_obs):
+        def merge(path, mean, var, batch_obs):
             chex.assert_shape(batch_obs, (None, *mean.shape))
+            if is_action_mask_path(path):
+                return _Merged(mean, var)
             batch_obs = jnp.asarray(batch_obs, jnp.float32)
             batch_mean = jnp.mean(batch_obs, axis=0)
             batch_var = jnp.var(batch_obs, axis=0)
@@ -78,13 +84,16 @@ class RunningMeanStd:
             m2 = var * self.count + batch_var * batch_count + jnp.square(delta) * (self.count * batch_count / total)
             return _Merged(mean + delta * (batch_count / total), m2 / total)
 
-        merged = jax.tree.map(merge, self.mean, self.var, batch_obs)
+        merged = jax.tree.map_with_path(merge, self.mean, self.var, batch_obs)
         return self.replace(mean=jax.tree.map(lambda m: m.mean, merged),
                             var=jax.tree.map(lambda m: m.var, merged), count=total)
 
     def normalize(self, obs: jax.Array, clip: float = 10.0) -> jax.Array:
-        """clip((obs - mean) / sqrt(var + 1e-8), -clip, clip); obs: [..., *obs_shape] (or a tree)."""
-        def normalize(mean, var, obs):
+        """clip((obs - mean) / sqrt(var + 1e-8), -clip, clip); obs: [..., *obs_shape] (or a tree,
+        whose action mask passes as it is)."""
+        def normalize(path, mean, var, obs):
             obs = jnp.asarray(obs, jnp.float32)
+            if is_action_mask_path(path):
+                return obs
             return jnp.clip((obs - mean) / jnp.sqrt(var + 1e-8), -clip, clip)
-        return jax.tree.map(normalize, self.mean, self.var, obs)
+        return jax.tree.map_with_path(normalize, self.mean, self.var, obs)

@@ -19,9 +19,11 @@ float32 vectors of shape (1,) (but see the Dict / Tuple ones); rewards float32 [
 | Probe-DictObs          | Discrete(3) | 1     | a = (s1 + s2) / 2 + 1, from both leaves of a Dict obs |
 | Probe-TupleObs         | Discrete(3) | 1     | the same with a Tuple obs               |
 | Probe-MultiDiscrete    | MultiDiscrete([2, 3]) | 1 | a = (1, 2) on [+1], (0, 0) on [-1] |
+| Probe-ActionMask       | Discrete(3) | 2     | never an illegal action; a = 1 where legal, else 2 |
 
 Probe-Memory's observations have shape (2,): [cue, query]. Probe-DictObs's are
-{"vector": [s1], "image": [3, 3, 1]}, Probe-TupleObs's ([s1], [s2, -s2]).
+{"vector": [s1], "image": [3, 3, 1]}, Probe-TupleObs's ([s1], [s2, -s2]), Probe-ActionMask's
+{"observation": [t / 2], "action_mask": [0, m, 1]} (`spaces.ACTION_MASK`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
-from jaxrl_async.envs.spaces import MultiDiscrete
+from jaxrl_async.envs.spaces import ACTION_MASK, MultiDiscrete
 
 
 @struct.dataclass
@@ -338,6 +340,73 @@ class MultiDiscreteProbe(ProbeEnv):
         return jnp.where(jnp.all(action == correct), 1.0, 0.0)
 
 
+MASK_EPISODE_LENGTH = 2
+MASK_REWARDS = (1.0, 0.5, 0.0)  # per action, legal or not
+
+
+@struct.dataclass
+class MaskState(ProbeState):
+    """A probe state with the actions' legality (`[3]` float32, 1 legal) and whether the last action
+    was illegal."""
+
+    mask: jax.Array
+    illegal: jax.Array
+
+
+class ActionMaskProbe(ProbeEnv):
+    """Three actions whose legality the observation's action mask gives; episodes of
+    `MASK_EPISODE_LENGTH` steps.
+
+    Action 0 pays the most (1) and is never legal; action 1 pays 0.5 and is legal at a step with
+    probability 1/2, drawn afresh at every step (so a policy must read the mask, not learn it);
+    action 2 pays 0 and is always legal. An illegal action still pays, and ends the episode at
+    once: a learner that ignores the mask is drawn to action 0 (at the last step above all), and
+    every episode shorter than `MASK_EPISODE_LENGTH` steps is an illegal action taken. The right
+    policy: action 1 where it is legal, else 2 (the observation [t / 2] shows the step; the
+    encoders do not see the mask).
+    """
+
+    env_id = "Probe-ActionMask"
+
+    @property
+    def num_actions(self) -> int:
+        return 3
+
+    def observation_space(self, params=None):
+        return spaces.Dict({"observation": spaces.Box(0.0, 1.0, (1,), jnp.float32),
+                            ACTION_MASK: spaces.Box(0.0, 1.0, (3,), jnp.float32)})
+
+    @staticmethod
+    def draw_mask(key: jax.Array) -> jax.Array:
+        return jnp.stack([0.0, jax.random.bernoulli(key).astype(jnp.float32), 1.0]).astype(jnp.float32)
+
+    def reset_env(self, key, params):
+        state = MaskState(time=jnp.zeros((), jnp.int32), sign=jnp.ones((), jnp.float32), mask=self.draw_mask(key),
+                          illegal=jnp.zeros((), jnp.bool_))
+        return self.get_obs(state, params), state
+
+    def is_illegal(self, mask: jax.Array, action: jax.Array) -> jax.Array:
+        return mask[jnp.asarray(action, jnp.int32)] < 0.5
+
+    def step_env(self, key, state, action, params):
+        reward = jnp.asarray(self.reward(state, action, params), jnp.float32)
+        next_state = state.replace(time=state.time + 1, mask=self.draw_mask(key),
+                                   illegal=self.is_illegal(state.mask, action))
+        terminated = jnp.asarray(self.is_terminated(next_state, params), jnp.bool_)
+        info = {"discount": 1.0 - terminated.astype(jnp.float32)}
+        return self.get_obs(next_state, params), next_state, reward, terminated, info
+
+    def get_obs(self, state, params=None, key=None):
+        fraction = state.time.astype(jnp.float32) / MASK_EPISODE_LENGTH
+        return {"observation": jnp.reshape(fraction, (1,)), ACTION_MASK: state.mask}
+
+    def reward(self, state, action, params):
+        return jnp.asarray(MASK_REWARDS, jnp.float32)[jnp.asarray(action, jnp.int32)]
+
+    def is_terminated(self, state, params):
+        return (state.time >= MASK_EPISODE_LENGTH) | state.illegal
+
+
 PROBE_ENVS: dict[str, type[ProbeEnv]] = {
     cls.env_id: cls
     for cls in (
@@ -352,5 +421,6 @@ PROBE_ENVS: dict[str, type[ProbeEnv]] = {
         DictObsProbe,
         TupleObsProbe,
         MultiDiscreteProbe,
+        ActionMaskProbe,
     )
 }

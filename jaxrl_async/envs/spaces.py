@@ -9,6 +9,11 @@
   then pytrees of the same structure, leaves `[..., *shape]`. `map_shapes` maps over it.
 - `from_gymnasium(space)`: a gymnasium 1.x space as ours (for host envs), without importing
   gymnasium.
+- `ACTION_MASK`: the observation entry that carries an env's legal actions. An env with action
+  masks has a Dict observation space with this key, a Box `[n]` for Discrete(n) or
+  `[sum(nvec)]` for MultiDiscrete(nvec) (the sub-actions' masks side by side), 1 legal and 0
+  illegal (float32 once `as_observation` has read it). `check_action_mask` validates it against
+  the action space, `action_mask(obs)` reads it, `without_action_mask` is what the encoders see.
 
 This module sits below `networks` and `envs` (both use it), so it imports neither.
 """
@@ -24,6 +29,7 @@ from gymnax.environments import spaces
 
 SUPPORTED_OBSERVATIONS = "a Box (or any space with a shape), or a Dict / Tuple of them, nested"
 SUPPORTED_ACTIONS = "Discrete, MultiDiscrete (jaxrl_async.MultiDiscrete) or a flat Box [D]"
+ACTION_MASK = "action_mask"  # the observation entry of the legal actions: 1 legal, 0 illegal
 
 
 class MultiDiscrete(spaces.Space):
@@ -92,6 +98,49 @@ def as_observation(obs_shape: Any, obs: Any, xp: Any = jnp) -> Any:
     if isinstance(obs_shape, dict):
         return {k: as_observation(s, obs[k], xp) for k, s in obs_shape.items()}
     return tuple(as_observation(s, obs[i], xp) for i, s in enumerate(obs_shape))
+
+
+def action_mask(obs: Any) -> Any:
+    """An observation's action mask `[..., n]` (`ACTION_MASK`), or None where it has none. The
+    structure decides, not the values, so under `jit` the answer is static."""
+    return obs[ACTION_MASK] if isinstance(obs, dict) and ACTION_MASK in obs else None
+
+
+def is_action_mask_path(path: jax.tree_util.KeyPath) -> bool:
+    """Whether a leaf's path in an observation (or its statistics) is the action mask's."""
+    return len(path) == 1 and getattr(path[0], "key", None) == ACTION_MASK
+
+
+def without_action_mask(obs_shape: Any) -> Any:
+    """The shape structure without its action mask: the part of the observation the encoders see
+    (the mask acts on the action head, `nets.actor_critic.observed_legal_actions`)."""
+    if action_mask(obs_shape) is None:
+        return obs_shape
+    return {k: s for k, s in obs_shape.items() if k != ACTION_MASK}
+
+
+def check_action_mask(obs_shape: Any, action_space: Any) -> bool:
+    """Whether the observation carries an action mask; raises ValueError if it has one that does
+    not fit `action_space` (shape `[n]` for Discrete(n), `[sum(nvec)]` for MultiDiscrete(nvec)),
+    a Box action space (no legal set to restrict), or nothing else to encode beside it."""
+    mask_shape = action_mask(obs_shape)
+    if mask_shape is None:
+        return False
+    if isinstance(action_space, spaces.Discrete):
+        expected, what = (int(action_space.n),), f"Discrete({int(action_space.n)})"
+    elif isinstance(action_space, MultiDiscrete):
+        expected, what = (sum(action_space.nvec),), f"{action_space!r}: the sub-actions' masks side by side"
+    else:
+        raise ValueError(f"the observation has an {ACTION_MASK!r} entry, but the action space {action_space!r} "
+                         "is not discrete: a mask restricts a Discrete or MultiDiscrete action, and a Box "
+                         "has no set of legal actions to restrict; leave the entry out of the observation")
+    if tuple(mask_shape) != expected:
+        raise ValueError(f"observation[{ACTION_MASK!r}] has shape {tuple(mask_shape)}, but the action space "
+                         f"needs {expected} ({what}), one entry per action, 1 legal and 0 illegal")
+    if len(obs_shape) == 1:
+        raise ValueError(f"the observation Dict holds only {ACTION_MASK!r}: the encoders need at least one other "
+                         "entry (the mask restricts the action head and is not encoded)")
+    return True
 
 
 def zeros_observation(obs_shape: Any, batch_shape: tuple[int, ...] = ()) -> Any:

@@ -25,6 +25,14 @@ which costs nothing to pass around):
 of such leaves (`obs_shape` is then a dict / tuple of shapes, and every leaf has its own
 encoder: `LeafEncoders`); values are `[...]`. Actions: Discrete, `spaces.MultiDiscrete`
 (independent categoricals, `MultiCategorical`) or a flat Box.
+
+Action masks: where the observation is a Dict with an `spaces.ACTION_MASK` entry, `step` (and so
+`unroll`) returns the masked distribution (`distributions.mask_scores`): illegal actions are never
+sampled, and log-probabilities and entropies are over the legal actions. The encoders do not see
+the mask: it already acts, exactly, on the head; an env's mask mostly follows from what the rest
+of its observation shows (the board a move is legal on); and encoding it too would spend weights
+on learning what the head enforces. So an env keeps the network it would have without a mask (the
+price: a critic cannot use what only the mask tells).
 """
 
 from __future__ import annotations
@@ -39,9 +47,10 @@ import numpy as np
 from gymnax.environments import spaces
 
 from jaxrl_async.config import NetworkConfig
-from jaxrl_async.core.distributions import Categorical, DiagGaussian, MultiCategorical
-from jaxrl_async.envs.spaces import (SUPPORTED_ACTIONS, MultiDiscrete, as_observation, is_nested, shape_leaves,
-                                zeros_observation)
+from jaxrl_async.core.distributions import Categorical, DiagGaussian, MultiCategorical, legal_actions, mask_scores
+from jaxrl_async.envs.spaces import (SUPPORTED_ACTIONS, MultiDiscrete, action_mask, as_observation,
+                                     check_action_mask, is_nested, shape_leaves, without_action_mask,
+                                     zeros_observation)
 
 _ACTIVATIONS: dict[str, Callable] = {
     "tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "swish": nn.swish, "elu": nn.elu,
@@ -96,7 +105,7 @@ class LeafEncoders(nn.Module):
         return jnp.concatenate(features, axis=-1)
 
 
-def _torso(hidden_sizes, activation, use_cnn, leaves, name):
+def make_torso(hidden_sizes, activation, use_cnn, leaves, name):
     """The encoder: one torso for a plain observation, `LeafEncoders` for a nested one."""
     if leaves is not None:
         return LeafEncoders(hidden_sizes, activation, leaves, name=name)
@@ -131,7 +140,7 @@ class ActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, obs):
-        torso = functools.partial(_torso, self.hidden_sizes, self.activation, self.use_cnn, self.leaves)
+        torso = functools.partial(make_torso, self.hidden_sizes, self.activation, self.use_cnn, self.leaves)
         actor_features = torso("actor_torso")(obs)
         critic_features = torso("critic_torso")(obs)
         # small final-layer scales: a near-uniform initial policy, a near-zero initial value
@@ -159,7 +168,7 @@ class RecurrentActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, obs, carry):
-        features = _torso(self.hidden_sizes, self.activation, self.use_cnn, self.leaves, "torso")(obs)
+        features = make_torso(self.hidden_sizes, self.activation, self.use_cnn, self.leaves, "torso")(obs)
         cell = nn.GRUCell(self.core_size, name="core") if self.core == "gru" else \
             nn.OptimizedLSTMCell(self.core_size, name="core")
         carry, features = cell(carry, features)
@@ -239,40 +248,74 @@ def _nested_encoders(torso: str, obs_shape) -> tuple[tuple[str, bool], ...]:
     return tuple((_leaf_name(p), image and torso != "mlp") for (p, _), image in zip(leaves, images))
 
 
+class EncoderInput(NamedTuple):
+    """How observations reach the encoder (`encoder_input`)."""
+
+    obs_shape: Any  # the observation's shape structure (a plain shape as a tuple of ints)
+    prepare: Callable  # obs -> the torso's input: the array, or the list of leaves for `LeafEncoders`
+    use_cnn: bool  # a plain image observation goes through the CNN
+    leaves: tuple[tuple[str, bool], ...] | None  # a nested observation's encoders, else None
+
+
+def encoder_input(torso: str, obs_shape) -> EncoderInput:
+    """The encoder's input for an observation shape structure (`spaces.observation_shapes`).
+
+    A nested observation gives every leaf its own encoder (`LeafEncoders`), an image leaf the CNN
+    where `torso` is 'auto'; a plain one is fed as it is to the CNN, or flat to the MLP. An action
+    mask is no part of the input (the module docstring says why).
+    """
+    if is_nested(obs_shape):
+        encoded = without_action_mask(obs_shape)
+        leaves = _nested_encoders(torso, encoded)
+        leaf_shapes = [shape for _, shape in shape_leaves(encoded)]
+
+        def prepare(obs):
+            # the leaves in the structure's order; an MLP leaf as flat features
+            leaf_obs = jax.tree.leaves(as_observation(encoded, obs))
+            return [x if cnn else x.reshape(x.shape[: x.ndim - len(shape)] + (-1,))
+                    for x, shape, (_, cnn) in zip(leaf_obs, leaf_shapes, leaves)]
+        return EncoderInput(obs_shape, prepare, False, leaves)
+    obs_shape = tuple(int(d) for d in obs_shape)
+    is_image = len(obs_shape) == 3
+    use_cnn = torso == "cnn" or (torso == "auto" and is_image)
+    if use_cnn and not is_image:
+        raise ValueError(f"torso='cnn' needs image observations [H, W, C], got shape {obs_shape}: "
+                         "use --torso mlp")
+
+    def prepare(obs):
+        # the MLP sees observations of any rank as flat feature vectors
+        if use_cnn or len(obs_shape) == 1:
+            return obs
+        return obs.reshape(obs.shape[: obs.ndim - len(obs_shape)] + (-1,))
+    return EncoderInput(obs_shape, prepare, use_cnn, None)
+
+
+def observed_legal_actions(obs, nvec: tuple[int, ...] | None = None) -> jax.Array | None:
+    """`[..., A]` bool, the legal actions an observation's action mask gives (`legal_actions`), or
+    None where the observation has no mask."""
+    mask = action_mask(obs)
+    return None if mask is None else legal_actions(mask, nvec)
+
+
+def _masked(dist, obs, nvec):
+    """The policy's distribution restricted to the observation's legal actions (itself where the
+    observation has no mask)."""
+    legal = observed_legal_actions(obs, nvec)
+    return dist if legal is None else dist.replace(logits=mask_scores(dist.logits, legal))
+
+
 def make_policy(cfg: NetworkConfig, obs_shape, action_space) -> Policy:
     """Build the actor-critic for an observation shape and a gymnax action space.
 
     `obs_shape` is a shape tuple, or for a Dict / Tuple observation space a dict / tuple of
     them (`spaces.observation_shapes`): then every leaf gets its own encoder (`LeafEncoders`),
-    their features joined before the heads (or the recurrent core).
+    their features joined before the heads (or the recurrent core). A Dict with an
+    `spaces.ACTION_MASK` entry masks the distribution (the module docstring).
     """
     action_dim, action_shape, nvec = _action_head(action_space)
     discrete = nvec is not None or isinstance(action_space, spaces.Discrete)
-    leaves = None
-    if is_nested(obs_shape):
-        leaves = _nested_encoders(cfg.torso, obs_shape)
-        use_cnn = False
-        leaf_shapes = [shape for _, shape in shape_leaves(obs_shape)]
-
-        def prepare(obs):
-            # the leaves in the structure's order; an MLP leaf as flat features
-            leaf_obs = jax.tree.leaves(as_observation(obs_shape, obs))
-            return [x if cnn else x.reshape(x.shape[: x.ndim - len(shape)] + (-1,))
-                    for x, shape, (_, cnn) in zip(leaf_obs, leaf_shapes, leaves)]
-    else:
-        obs_shape = tuple(int(d) for d in obs_shape)
-        is_image = len(obs_shape) == 3
-        use_cnn = cfg.torso == "cnn" or (cfg.torso == "auto" and is_image)
-        if use_cnn and not is_image:
-            raise ValueError(f"torso='cnn' needs image observations [H, W, C], got shape {obs_shape}: "
-                             "use --torso mlp")
-
-        def prepare(obs):
-            # the MLP sees observations of any rank as flat feature vectors
-            if use_cnn or len(obs_shape) == 1:
-                return obs
-            return obs.reshape(obs.shape[: obs.ndim - len(obs_shape)] + (-1,))
-
+    check_action_mask(obs_shape, action_space)
+    obs_shape, prepare, use_cnn, leaves = encoder_input(cfg.torso, obs_shape)
     shapes = dict(obs_shape=obs_shape, discrete=discrete, action_shape=action_shape)
     heads = dict(nvec=nvec, leaves=leaves)
     if cfg.core != "none":
@@ -283,7 +326,8 @@ def make_policy(cfg: NetworkConfig, obs_shape, action_space) -> Policy:
         return module.init(key, prepare(zeros_observation(obs_shape, (1,))))
 
     def step(params, obs, carry):
-        return (*module.apply(params, prepare(obs)), carry)
+        dist, value = module.apply(params, prepare(obs))
+        return _masked(dist, obs, nvec), value, carry
 
     def value_step(params, obs, carry):
         # the actor's tower and head are unused here, and XLA drops them
@@ -309,7 +353,8 @@ def _recurrent_policy(cfg: NetworkConfig, prepare, use_cnn, action_dim, heads, *
         return module.init(key, prepare(zeros_observation(obs_shape, (1,))), initial_carry((1,)))
 
     def step(params, obs, carry):
-        return module.apply(params, prepare(obs), carry)
+        dist, value, carry = module.apply(params, prepare(obs), carry)
+        return _masked(dist, obs, heads["nvec"]), value, carry
 
     def value_step(params, obs, carry):
         return step(params, obs, carry)[1]

@@ -11,6 +11,10 @@ actor-critic has, so the rollout, the evaluator and the checkpoints use it uncha
 - the carry is empty (no recurrent Q-network), `replay_length` 1.
 
 `q_values(params_network, obs) -> [..., A]` is the network itself, for the learner.
+Observations are encoded as the actor-critic's are (`actor_critic.encoder_input`: one encoder per
+leaf of a Dict / Tuple observation). Where the observation carries an action mask
+(`spaces.ACTION_MASK`), greedy and random actions are both among the legal ones, and the value
+is the largest legal Q; `q_values` stays the network's, every action's.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from flax import struct
 from gymnax.environments import spaces
 
 from jaxrl_async.config import NetworkConfig
-from jaxrl_async.core.distributions import EpsilonGreedy
-from jaxrl_async.nets.actor_critic import CNNTorso, MLPTorso, Policy
-from jaxrl_async.envs.spaces import is_nested
+from jaxrl_async.core.distributions import EpsilonGreedy, mask_scores
+from jaxrl_async.envs.spaces import check_action_mask, zeros_observation
+from jaxrl_async.nets.actor_critic import Policy, encoder_input, make_torso, observed_legal_actions
 
 
 @struct.dataclass
@@ -36,22 +40,23 @@ class QParams:
 
 
 class QNetwork(nn.Module):
-    """Torso (MLP, or the CNN for images) -> one Q-value per action."""
+    """Torso (MLP, or the CNN for images; one per leaf of a nested observation) -> one Q-value
+    per action."""
 
     hidden_sizes: Sequence[int]
     activation: str
     use_cnn: bool
     num_actions: int
+    leaves: tuple[tuple[str, bool], ...] | None = None  # a nested observation's encoders (`LeafEncoders`)
 
     @nn.compact
     def __call__(self, obs):
-        torso = CNNTorso if self.use_cnn else MLPTorso
-        features = torso(self.hidden_sizes, self.activation, name="torso")(obs)
+        features = make_torso(self.hidden_sizes, self.activation, self.use_cnn, self.leaves, "torso")(obs)
         return nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(1.0),
                         bias_init=nn.initializers.zeros, name="q_head")(features)
 
 
-def make_q_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) -> tuple[Policy, Callable]:
+def make_q_policy(cfg: NetworkConfig, obs_shape, action_space) -> tuple[Policy, Callable]:
     """The epsilon-greedy Q policy and `q_values(network_params, obs)` for a Discrete action space."""
     if not isinstance(action_space, spaces.Discrete):
         raise ValueError(f"algo='dqn' needs a Discrete action space, got {action_space!r}: use --algo ppo "
@@ -59,36 +64,24 @@ def make_q_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) ->
     if cfg.core != "none":
         raise ValueError(f"core={cfg.core!r} is not supported with algo='dqn' (the replay holds single "
                          "transitions, not sequences): use --core none")
-    if is_nested(obs_shape):
-        raise ValueError(f"algo='dqn' needs a single-array observation, got a Dict / Tuple observation of shapes "
-                         f"{obs_shape}: use --algo ppo (or a2c, reinforce, impala), which encode each leaf")
-    obs_shape = tuple(int(d) for d in obs_shape)
-    is_image = len(obs_shape) == 3
-    use_cnn = cfg.torso == "cnn" or (cfg.torso == "auto" and is_image)
-    if use_cnn and not is_image:
-        raise ValueError(f"torso='cnn' needs image observations [H, W, C], got shape {obs_shape}: use --torso mlp")
-    module = QNetwork(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, int(action_space.n))
-
-    def prepare(obs):
-        # the MLP sees observations of any rank as flat feature vectors
-        if use_cnn or len(obs_shape) == 1:
-            return obs
-        return obs.reshape(obs.shape[: obs.ndim - len(obs_shape)] + (-1,))
+    check_action_mask(obs_shape, action_space)
+    obs_shape, prepare, use_cnn, leaves = encoder_input(cfg.torso, obs_shape)
+    module = QNetwork(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, int(action_space.n), leaves)
 
     def q_values(network, obs):
         return module.apply(network, prepare(obs))
 
     def init(key):
         # a fresh Q policy is greedy; the learner sets epsilon from its schedule
-        network = module.init(key, prepare(jnp.zeros((1,) + obs_shape, jnp.float32)))
+        network = module.init(key, prepare(zeros_observation(obs_shape, (1,))))
         return QParams(network=network, epsilon=jnp.zeros((), jnp.float32))
 
     def step(params: QParams, obs, carry):
-        q = q_values(params.network, obs)
-        return EpsilonGreedy(q, params.epsilon), jnp.max(q, axis=-1), carry
+        q, legal = q_values(params.network, obs), observed_legal_actions(obs)
+        return EpsilonGreedy(q, params.epsilon, legal), jnp.max(mask_scores(q, legal), axis=-1), carry
 
     def value_step(params: QParams, obs, carry):
-        return jnp.max(q_values(params.network, obs), axis=-1)
+        return jnp.max(mask_scores(q_values(params.network, obs), observed_legal_actions(obs)), axis=-1)
 
     def unroll(params, obs, carry, reset):
         return step(params, obs, carry)

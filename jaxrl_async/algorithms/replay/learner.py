@@ -24,6 +24,7 @@ from flax import struct
 from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.algorithms.replay import priority
 from jaxrl_async.algorithms.sgd import annealed_learning_rate
+from jaxrl_async.envs.spaces import zeros_observation
 from jaxrl_async.types import HostHooks, LearnerState, TrainState, Trajectory
 
 REPLAY_SAVED = "replay_saved"  # a checkpoint's extra: whether it holds the replay buffer
@@ -47,15 +48,16 @@ class ReplayState:
 
 def new_buffer(replay_cfg, obs_shape, action_shape, action_dtype, *, num_envs: int,
                num_steps: int) -> replay.ReplayBuffer:
-    """An empty buffer of `replay_capacity // num_envs` rows of `num_envs` transitions."""
+    """An empty buffer of `replay_capacity // num_envs` rows of `num_envs` transitions (`obs_shape`:
+    a shape, or a nested observation's shape structure)."""
     capacity_rows = replay_cfg.replay_capacity // num_envs
     if capacity_rows < num_steps:
         raise ValueError(f"replay_capacity={replay_cfg.replay_capacity} must hold at least one rollout, "
                          f"num_envs*num_steps={num_envs * num_steps}")
     example = dict(
-        obs=jnp.zeros((num_envs, *obs_shape), jnp.float32), action=jnp.zeros((num_envs, *action_shape), action_dtype),
+        obs=zeros_observation(obs_shape, (num_envs,)), action=jnp.zeros((num_envs, *action_shape), action_dtype),
         reward=jnp.zeros((num_envs,), jnp.float32), terminated=jnp.zeros((num_envs,), bool),
-        truncated=jnp.zeros((num_envs,), bool), next_obs=jnp.zeros((num_envs, *obs_shape), jnp.float32))
+        truncated=jnp.zeros((num_envs,), bool), next_obs=zeros_observation(obs_shape, (num_envs,)))
     return replay.init(example, capacity_rows, prioritised=replay_cfg.prioritised)
 
 
