@@ -4,6 +4,7 @@ is written. The runs are subprocesses: a process joins a distributed run before 
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -181,3 +182,110 @@ def test_each_launched_process_gets_its_own_block_of_devices():
 ])
 def test_layouts_over_processes_use_a_multiple_of_the_process_count(seeds, envs, devices, processes, expected):
     assert choose_layout(seeds, envs, devices, num_processes=processes) == expected
+
+
+def _probe(out_dir, port=None):
+    """tests/distributed_probe.py as two processes of one run (with `port`), or one with 2 devices."""
+    probe = os.path.join(os.path.dirname(__file__), "distributed_probe.py")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # a script's own folder comes first on its path: the package is this checkout's
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    if port is None:
+        return [subprocess.Popen([sys.executable, probe, str(out_dir)], env={**env, "JAX_NUM_CPU_DEVICES": "2"},
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
+    return [subprocess.Popen([sys.executable, probe, str(out_dir), str(port), str(i)],
+                             env={**env, "JAX_NUM_CPU_DEVICES": "1"}, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True) for i in range(2)]
+
+
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory):
+    """The library's runs (a stop and a resume, a sweep, one seed's envs split) in both layouts."""
+    root = tmp_path_factory.mktemp("probes")
+    for processes in (_probe(root / "two", free_port()), _probe(root / "one")):
+        for p in processes:
+            output, _ = p.communicate(timeout=900)
+            assert p.returncode == 0, output[-3000:]
+    return root
+
+
+def test_a_resume_over_two_processes_is_bit_identical_to_a_run_that_never_stopped(probes):
+    straight, resumed = _summary(probes / "two" / "straight"), _summary(probes / "two" / "resumed")
+    assert straight["processes"] == 2 and straight["num_updates"] == 8
+    assert resumed["params_digest"] == straight["params_digest"]
+
+
+def test_a_sweep_over_two_processes_matches_one_process(probes):
+    two, one = _summary(probes / "two" / "sweep"), _summary(probes / "one" / "sweep")
+    assert two["processes"] == 2 and one["processes"] == 1
+    assert two["params_digest"] == one["params_digest"]
+    # the swept learning rates (seeds 0-1: 1e-3, 2-3: 3e-3, neither the config's) reached every seed
+    plain = _summary(probes / "two" / "straight")
+    assert all(a != b for a, b in zip(two["params_digest"], plain["params_digest"]))
+
+
+def test_one_seeds_envs_split_over_two_processes_match_one_process(probes):
+    import jax
+    import numpy as np
+
+    from jaxrl_async.trainer import checkpoint as ckpt
+
+    two, one = _summary(probes / "two" / "envs"), _summary(probes / "one" / "envs")
+    assert (two["sharding"], two["devices"], one["sharding"], one["devices"]) == ("envs", 2, "envs", 2)
+    saved = [ckpt.load(ckpt.latest_checkpoint(str(probes / layout / "envs"))) for layout in ("two", "one")]
+    params = [jax.tree.leaves(content["state"]["learner"]["params"]) for content in saved]
+    assert max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+               for a, b in zip(*params)) < 1e-5
+
+
+def _child_process(parent_pid, process_id):
+    """The pid of the launcher's child with --process-id `process_id` (Linux's /proc)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", encoding="utf-8") as f:
+                args = f.read().split("\0")
+        except OSError:  # it ended while we looked
+            continue
+        if parent == parent_pid and "--process-id" in args and args[args.index("--process-id") + 1] == str(process_id):
+            return int(entry)
+    raise AssertionError(f"no child with --process-id {process_id} under pid {parent_pid}")
+
+
+def test_a_killed_process_makes_the_launcher_stop_the_others_and_name_it(tmp_path):
+    import glob
+    import time
+
+    from jaxrl_async.trainer import checkpoint as ckpt
+
+    run_dir = tmp_path / "run"
+    # far more updates than the test waits for: it stops when process 1 is killed
+    flags = [*TINY, "--total-timesteps", str(32 * 1_000_000), "--checkpoint-interval", "2", "--run-dir", str(run_dir)]
+    launcher = subprocess.Popen([*CLI, "launch", "--processes", "2", "--", *flags], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not glob.glob(str(run_dir / "checkpoints" / "update_*.ckpt")):
+            assert launcher.poll() is None, launcher.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "no checkpoint within 600 s"
+            time.sleep(0.2)
+        survivor, victim = _child_process(launcher.pid, 0), _child_process(launcher.pid, 1)
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        _, err = launcher.communicate(timeout=120)
+        stopped_s = time.monotonic() - killed_at
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    assert launcher.returncode == 128 + signal.SIGKILL
+    last = err.strip().splitlines()[-1]
+    assert f"process 1 of 2 (pid {victim}) failed with exit code 137: killed by SIGKILL" in last, last
+    # the launcher's grace period is 5 s; the rest is polling and the survivor's exit
+    assert stopped_s < 15, stopped_s
+    with pytest.raises(ProcessLookupError):
+        os.kill(survivor, 0)
+    # the last checkpoint process 0 wrote is whole (written atomically) and loads
+    assert ckpt.load(ckpt.latest_checkpoint(str(run_dir)))["counters"]["updates"] >= 2
