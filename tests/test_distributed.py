@@ -289,3 +289,35 @@ def test_a_killed_process_makes_the_launcher_stop_the_others_and_name_it(tmp_pat
         os.kill(survivor, 0)
     # the last checkpoint process 0 wrote is whole (written atomically) and loads
     assert ckpt.load(ckpt.latest_checkpoint(str(run_dir)))["counters"]["updates"] >= 2
+
+
+def test_ctrl_c_stops_every_process_at_one_sync_with_a_checkpoint(tmp_path):
+    import glob
+    import re
+    import time
+
+    from jaxrl_async.trainer import checkpoint as ckpt
+
+    run_dir = tmp_path / "run"
+    flags = [*TINY, "--total-timesteps", str(32 * 1_000_000), "--checkpoint-interval", "2", "--run-dir", str(run_dir)]
+    # a session of its own: the Ctrl-C of a terminal reaches the launcher and its processes, as here
+    launcher = subprocess.Popen([*CLI, "launch", "--processes", "2", "--", *flags], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not glob.glob(str(run_dir / "checkpoints" / "update_*.ckpt")):
+            assert launcher.poll() is None, launcher.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "no checkpoint within 600 s"
+            time.sleep(0.2)
+        os.killpg(launcher.pid, signal.SIGINT)
+        # a process that stopped at another sync than the other would leave it blocked: a timeout here
+        out, err = launcher.communicate(timeout=120)
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+    assert launcher.returncode == 130, err[-3000:]
+    assert ": error: " not in err, err[-3000:]
+    stopped = re.search(r"stopped at update (\d+); checkpoint (\S+);", out)
+    assert stopped, out[-2000:]
+    assert ckpt.latest_checkpoint(str(run_dir)) == stopped.group(2)
+    assert ckpt.load(stopped.group(2))["counters"]["updates"] == int(stopped.group(1))

@@ -27,6 +27,7 @@ import time
 PROG = "jaxrl-async launch"
 GRACE_S = 5.0  # from SIGTERM to SIGKILL for the processes still running after one failed
 POLL_S = 0.05
+STOPPED = 130  # `train`'s exit code when a Ctrl-C stopped it at a host sync
 SETTLE_S = 1.0  # after a failure, how long the others may take to fail on their own
 DISTRIBUTED_FLAGS = ("--coordinator", "--num-processes", "--process-id")
 
@@ -147,7 +148,9 @@ def launch(command: LaunchCommand, train_args: list[str], grace_s: float = GRACE
         interrupted = False
         while True:
             try:
-                failed = next((p for p in processes if p.popen.poll() not in (None, 0)), None)
+                # after a Ctrl-C, exit code 130 is a process that stopped as asked, with its checkpoint
+                ended = (0, STOPPED) if interrupted else (0,)
+                failed = next((p for p in processes if p.popen.poll() not in (None, *ended)), None)
                 if failed is not None:
                     failed = _first_cause(processes, failed)
                     _stop(processes, grace_s)
@@ -157,8 +160,8 @@ def launch(command: LaunchCommand, train_args: list[str], grace_s: float = GRACE
                           f"failed with exit code {_exit_code(rc)}: {failed.error_line()}; the others were stopped",
                           file=sys.stderr)
                     return _exit_code(rc)
-                if all(p.popen.poll() == 0 for p in processes):
-                    return 0
+                if all(p.popen.poll() in ended for p in processes):
+                    return STOPPED if interrupted else 0
                 time.sleep(POLL_S)
             except KeyboardInterrupt:
                 # Ctrl-C reached every process of the group: they stop together at the next sync;
