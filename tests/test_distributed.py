@@ -184,12 +184,13 @@ def test_layouts_over_processes_use_a_multiple_of_the_process_count(seeds, envs,
     assert choose_layout(seeds, envs, devices, num_processes=processes) == expected
 
 
-def _probe(out_dir, port=None):
+def _probe(out_dir, port=None, only_envs=False):
     """tests/distributed_probe.py as two processes of one run (with `port`), or one with 2 devices."""
     probe = os.path.join(os.path.dirname(__file__), "distributed_probe.py")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     # a script's own folder comes first on its path: the package is this checkout's
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           "ONLY_ENVS": "1" if only_envs else "0"}
     if port is None:
         return [subprocess.Popen([sys.executable, probe, str(out_dir)], env={**env, "JAX_NUM_CPU_DEVICES": "2"},
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
@@ -202,7 +203,8 @@ def _probe(out_dir, port=None):
 def probes(tmp_path_factory):
     """The library's runs (a stop and a resume, a sweep, one seed's envs split) in both layouts."""
     root = tmp_path_factory.mktemp("probes")
-    for processes in (_probe(root / "two", free_port()), _probe(root / "one")):
+    for processes in (_probe(root / "two", free_port()), _probe(root / "one"),
+                      _probe(root / "two_again", free_port(), only_envs=True)):
         for p in processes:
             output, _ = p.communicate(timeout=900)
             assert p.returncode == 0, output[-3000:]
@@ -236,6 +238,12 @@ def test_one_seeds_envs_split_over_two_processes_match_one_process(probes):
     params = [jax.tree.leaves(content["state"]["learner"]["params"]) for content in saved]
     assert max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
                for a, b in zip(*params)) < 1e-5
+
+
+def test_one_seeds_envs_split_over_two_processes_are_reproducible_bit_for_bit(probes):
+    first, again = _summary(probes / "two" / "envs"), _summary(probes / "two_again" / "envs")
+    assert again["processes"] == 2 and again["sharding"] == "envs"
+    assert again["params_digest"] == first["params_digest"]
 
 
 def _child_process(parent_pid, process_id):
