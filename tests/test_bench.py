@@ -26,7 +26,7 @@ def test_quick_run_writes_the_machine_and_every_case(quick_report):
     prefixes = {key.split("/")[0] for key in report["results"]}
     assert prefixes == {"env_step", "rollout", "advantages", "update", "gae_placement", "e2e", "devices",
                         "compile_cache", "ops_per_iteration", "eval_cost", "gradient_step_cost", "host_step_cost",
-                        "host_sync_cost", "bootstrap_cost"}
+                        "host_sync_cost", "bootstrap_cost", "processes"}
 
 
 def test_microbenchmarks_report_compile_time_and_rates(quick_report):
@@ -94,6 +94,14 @@ def test_bootstrap_cost(quick_report):
     # CartPole's 500-step limit: at most one truncation per env in 128 steps
     assert bootstrap["max_truncations"] == 1 and bootstrap["rounds"] == 2
     assert bootstrap["truncated_ms"] > 0 and bootstrap["every_step_ms"] > 0 and bootstrap["truncated_to_every_step"] > 0
+
+
+def test_processes(quick_report):
+    results = quick_report[1]["results"]
+    two, one = (results[f"processes/4x128/seeds=8/{label}"] for label in ("two-processes", "one-process"))
+    # 4 seeds per device either way: the same per-device program, the same params
+    assert two["identical_params"] is True and two["ratio_to_one_process"] > 0
+    assert two["launch_to_first_sync_s"] > 0 and one["launch_to_first_sync_s"] > 0
 
 
 def test_compile_cache(quick_report):

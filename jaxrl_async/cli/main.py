@@ -42,6 +42,24 @@ class TrainCommand:
     else $XDG_CACHE_HOME/jaxrl_async/xla (a second start of the same config loads instead of compiling)."""
     debug: bool = False
     """Show the full traceback of an error."""
+    # where the run executes, not what it computes: these stay out of TrainConfig (and config.json),
+    # so every process has the same config, and a run resumes under another process layout
+    coordinator: str | None = None
+    """One run over several processes (jax.distributed): HOST:PORT of process 0, which serves it; 'auto' lets
+    JAX read SLURM / Open MPI settings. Every process gets the same flags but --process-id."""
+    num_processes: int | None = None
+    """With --coordinator HOST:PORT: how many processes the run has."""
+    process_id: int | None = None
+    """With --coordinator HOST:PORT: this process's index, 0 to N-1; process 0 alone writes the run directory."""
+    coordinator_timeout: float = 300.0
+    """Seconds to wait for the coordinator to answer and for every process to join."""
+
+    def __post_init__(self):
+        from jaxrl_async.trainer.distributed import check_process
+
+        check_process(self.coordinator, self.num_processes, self.process_id)
+        if not self.coordinator_timeout > 0:
+            raise ValueError(f"--coordinator-timeout {self.coordinator_timeout} must be > 0 seconds")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +90,7 @@ USAGE = """usage: jaxrl-async COMMAND [FLAGS]
 commands:
   train   train an agent, or continue one with --resume RUN_DIR (train --help lists every flag)
   eval    evaluate a run's saved policy: jaxrl-async eval RUN_DIR [--checkpoint best|latest|PATH]
+  launch  one run over N local processes: jaxrl-async launch --processes N -- train FLAGS
   bench   run the benchmark suite (bench --help; --quick for a smoke run)
   envs    list the environment ids, with each preset's budget and expected return
 """
@@ -195,6 +214,14 @@ def train_command(args: list[str], cpu_runtime: bool = False) -> int:
         return _fail(TRAIN, error, given.get("debug", False))
     config = command.config
     _start_jax(cpu_runtime)  # JAX starts only once the flags are valid
+    from jaxrl_async.trainer.distributed import initialize
+
+    try:
+        # before anything starts JAX's backends (importing the trainer does: module-level arrays),
+        # so that they span every process's devices
+        initialize(command.coordinator, command.num_processes, command.process_id, command.coordinator_timeout)
+    except ValueError as error:
+        return _fail(TRAIN, error, command.debug)
     from jaxrl_async.trainer.runtime import configure_compilation_cache
     from jaxrl_async.trainer.training import train
 
@@ -292,7 +319,14 @@ def _start_jax(cpu_runtime: bool) -> None:
         configure_cpu_runtime()
 
 
-COMMANDS = {"train": train_command, "eval": eval_command, "bench": bench_command, "envs": envs_command}
+def launch_command(args: list[str], cpu_runtime: bool = False) -> int:
+    from jaxrl_async.cli.launch import launch_command as launch
+
+    return launch(args)
+
+
+COMMANDS = {"train": train_command, "eval": eval_command, "launch": launch_command, "bench": bench_command,
+            "envs": envs_command}
 
 
 def main(argv: list[str] | None = None, *, cpu_runtime: bool = False) -> int:

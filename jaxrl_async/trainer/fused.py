@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.rollout.collector import over_seeds, warm_up
+from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer.build import Components, run_iterations
 from jaxrl_async.trainer.run import Run, Window
 from jaxrl_async.types import TrainState
@@ -57,7 +58,7 @@ def train_fused(c: Components, run: Run, state: TrainState) -> tuple[TrainState,
     for point in run.schedule.remaining(done):
         start = time.perf_counter()
         state, sums, diagnostics = run_chunk(state, jnp.int32(point - done))
-        sums, diagnostics = jax.device_get((sums, diagnostics))
+        sums, diagnostics = distributed.fetch((sums, diagnostics))  # all processes' seeds
         elapsed = time.perf_counter() - start
         train_s += elapsed
         window = Window(updates_done=point, num_iterations=point - done, elapsed_s=elapsed, sums=sums,

@@ -11,6 +11,10 @@ checkpoint, the schedule's checkpoints, and the stop request (Ctrl-C or a stop p
 A loop hands the sync step a `Window` (what happened since the last sync) and the state;
 it reads what it needs from the run (`schedule`, `placement`, `start_update`, `host_s`) and
 never writes the run's attributes.
+
+Over several processes (`distributed.py`) every process runs the sync step: the evaluation, the
+gathered checkpoint state and the stop request are collectives, taken by all at the same syncs;
+process 0 alone writes (config.json, the metrics lines, the checkpoints).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.trainer import checkpoint as ckpt
+from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer import metrics as metrics_lib
 from jaxrl_async.trainer import sinks as sinks_lib
 from jaxrl_async.trainer import run_dir as run_dir_lib
@@ -155,12 +160,18 @@ class Run:
           stop_after: stop (with a checkpoint) at the first sync at or after this many updates.
           learner_host: the learner's `HostHooks` (what its checkpoints keep, its own rates).
         """
+        start_update = int((resume or {}).get("counters", {}).get("updates", 0))
+        if not distributed.is_writer():  # another process than 0: it writes nothing
+            # its run_dir only names process 0's checkpoints (a default one is process 0's to pick)
+            return cls(cfg, evaluate, placement, run_dir=cfg.run_dir or "", sinks=[], start_update=start_update,
+                       best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
+                       last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start,
+                       learner_host=learner_host)
         if resume is None:
             run_dir = run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
         else:
             run_dir = cfg.run_dir
         run_dir_lib.write_json(os.path.join(run_dir, run_dir_lib.CONFIG_FILE), cfg.to_dict())
-        start_update = int((resume or {}).get("counters", {}).get("updates", 0))
         sinks = sinks_lib.open_sinks(run_dir, cfg.env_steps, console, start_steps=start_update * cfg.batch_size,
                                        tensorboard=cfg.tensorboard) + list(extra_sinks)
         return cls(cfg, evaluate, placement, run_dir=run_dir, sinks=sinks, start_update=start_update,
@@ -208,17 +219,17 @@ class Run:
                          window.first_nonfinite_update, self.last_checkpoint)
             self.totals = {name: np.asarray(total, np.float64) + self.totals.get(name, 0.0)
                            for name, total in window.sums.items()}
-            stopping = self._stop.requested or (self._stop_after is not None and updates >= self._stop_after)
+            # a Ctrl-C seen by one process stops them all at this same sync
+            stopping = distributed.any_process(self._stop.requested) or (
+                self._stop_after is not None and updates >= self._stop_after)
             record = {**self._window_record(window), **window.extra}
-            paths = []
-            if self.schedule.is_eval_point(updates) and self._evaluate_into(record, state, updates):
-                paths.append(os.path.join(ckpt.checkpoint_dir(self.run_dir), ckpt.BEST))
+            best = self.schedule.is_eval_point(updates) and self._evaluate_into(record, state, updates)
             for sink in self._sinks:
                 sink.write(record)
             numbered = self.schedule.is_checkpoint_point(updates) or stopping
-            if numbered:
-                paths.append(ckpt.numbered_path(self.run_dir, updates))
-            if paths:
+            if best or numbered:
+                paths = ([os.path.join(ckpt.checkpoint_dir(self.run_dir), ckpt.BEST)] if best else []) + (
+                    [ckpt.numbered_path(self.run_dir, updates)] if numbered else [])
                 # the last sync (the run's end or a stop) waits: its checkpoint is on disk when it returns
                 self._save(state, updates, paths, extra_state, counters, numbered,
                            wait=stopping or updates == self.schedule.num_updates)
@@ -230,8 +241,8 @@ class Run:
 
     def evaluate(self, state: TrainState, updates: int, greedy: bool = True) -> EvalResult:
         """Evaluate every seed on its own envs; the key depends only on the seed and the update."""
-        return jax.device_get(self._evaluate(state.learner.params, state.rollout.obs_stats, jnp.uint32(updates),
-                                             greedy=greedy))
+        return distributed.fetch(self._evaluate(state.learner.params, state.rollout.obs_stats,
+                                                jnp.uint32(updates), greedy=greedy))
 
     def compile_evaluation(self, state: TrainState) -> None:
         """Compile the evaluation programs the run will use and run each once (results dropped):
@@ -265,6 +276,12 @@ class Run:
         extra = {"best_eval_return": self.best_eval_return, **(extra_state or {})}
         learner, learner_extra = self._learner_host.for_checkpoint(state.learner)
         state, extra = state.replace(learner=learner), {**extra, **learner_extra}
+        if distributed.is_multiprocess():
+            # every process takes part in gathering the whole state; process 0 writes it
+            state = distributed.fetch(state)
+            if not distributed.is_writer():
+                self.checkpoint_s += time.perf_counter() - start
+                return
         content = ckpt.host_content(state=state, config=metrics_lib.to_jsonable(self.cfg.to_dict()),
                                     counters=counters, extra=extra)
         keep, run_dir = self.cfg.keep_checkpoints, self.run_dir

@@ -23,11 +23,16 @@ def default_run_dir(env_id: str, algo: str) -> str:
     return os.path.join("runs", f"{env_id}-{algo}-{stamp}")
 
 
-def create_run_dir(path: str) -> str:
-    """Make a fresh run directory; refuse one that already holds a run."""
+def check_fresh(path: str) -> None:
+    """Refuse a run directory that already holds a run."""
     if os.path.exists(os.path.join(path, METRICS_FILE)):
         raise ValueError(f"run directory {path!r} already holds a run: choose another --run-dir, "
                          f"or continue it with --resume {path}")
+
+
+def create_run_dir(path: str) -> str:
+    """Make a fresh run directory; refuse one that already holds a run."""
+    check_fresh(path)
     os.makedirs(path, exist_ok=True)
     return path
 

@@ -2,7 +2,7 @@
 its backends or compiles anything — never at library import.
 
 - Every CPU core becomes a JAX device (`jax_num_cpu_devices`), so seeds can be sharded
-  over the cores (`sharding.py`).
+  over the cores (`sharding.py`); `JAX_NUM_CPU_DEVICES`, where set, wins.
 - XLA's Eigen ops run single-threaded (`--xla_cpu_multi_thread_eigen=false`) and CPU
   dispatch is synchronous (`jax_cpu_enable_async_dispatch=False`): the two settings others
   report against XLA CPU thread-pool hangs. They cost nothing measurable here (the same
@@ -35,7 +35,8 @@ def configure_cpu_runtime(expose_cores: bool = True) -> None:
     if "xla_cpu_multi_thread_eigen" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {SINGLE_THREADED_EIGEN}".strip()
     jax.config.update("jax_cpu_enable_async_dispatch", False)
-    if expose_cores:
+    # JAX_NUM_CPU_DEVICES, where set, is the caller's choice (the launcher's --devices-per-process)
+    if expose_cores and "JAX_NUM_CPU_DEVICES" not in os.environ:
         cores = os.cpu_count() or 1
         try:
             jax.config.update("jax_num_cpu_devices", cores)

@@ -19,6 +19,12 @@ on one device.
 
 On a CPU the cores become devices only if JAX is told so before it starts
 (`runtime.configure_cpu_runtime`); the commands do this, the library never does.
+
+Over several processes (`distributed.py`) the mesh spans every process's devices, the same
+number from each, so that every process holds a shard: process p's devices come after
+process p-1's, and with the seed layout process p runs the p-th block of seeds. One
+process cannot run the whole state there ('single'), so the env axis is split where the
+seeds do not divide evenly, also with `--devices all`.
 """
 
 from __future__ import annotations
@@ -45,12 +51,16 @@ def resolve_devices(requested: int | str) -> list:
     return available[:requested]
 
 
-def choose_layout(num_seeds: int, num_envs: int, num_devices: int, *, split_envs: bool = True) -> tuple[str, int]:
+def choose_layout(num_seeds: int, num_envs: int, num_devices: int, *, split_envs: bool = True,
+                  num_processes: int = 1) -> tuple[str, int]:
     """('seeds' | 'envs' | 'single', devices used): the most devices that split evenly.
 
     `split_envs=False` (what `devices='all'` uses) considers the seed axis only.
+    `num_processes`: the device count used must be a multiple of it (every process a shard).
     """
     for d in range(num_devices, 1, -1):
+        if d % num_processes:
+            continue
         if num_seeds % d == 0:
             return "seeds", d
         if split_envs and num_seeds < d and num_envs % d == 0:
@@ -58,14 +68,39 @@ def choose_layout(num_seeds: int, num_envs: int, num_devices: int, *, split_envs
     return "single", 1
 
 
+def _across_processes(requested: int | str, num_seeds: int, num_envs: int, processes: int) -> tuple[str, list]:
+    """The layout and the devices over several processes: the same count from each process."""
+    local = jax.local_device_count()
+    if requested == "all":
+        per_process = local
+    elif requested % processes or requested // processes > local:
+        raise ValueError(f"devices={requested} cannot be split over {processes} processes of {local} device(s) "
+                         f"each: give a multiple of {processes} up to {processes * local}, or 'all'")
+    else:
+        per_process = requested // processes
+    layout, used = choose_layout(num_seeds, num_envs, per_process * processes, num_processes=processes)
+    if layout == "single":
+        raise ValueError(f"num_seeds={num_seeds} and num_envs={num_envs} cannot be split evenly over the "
+                         f"{processes} processes' {per_process * processes} devices, and every process needs "
+                         f"a shard: give a seed count (or, for one seed, an env count) that is a multiple of "
+                         f"{processes}")
+    by_process = [sorted((d for d in jax.devices() if d.process_index == p), key=lambda d: d.id)
+                  for p in range(processes)]
+    return layout, [d for devices in by_process for d in devices[:used // processes]]
+
+
 class Placement:
     """Where the state lives: a mesh and a sharding for every leaf of the `[S, ...]` state."""
 
     def __init__(self, requested: int | str, num_seeds: int, num_envs: int):
-        devices = resolve_devices(requested)
-        # envs are split only on request: see the module docstring for why 'all' does not
-        self.layout, used = choose_layout(num_seeds, num_envs, len(devices), split_envs=requested != "all")
-        self.devices = devices[:used]
+        processes = jax.process_count()
+        if processes > 1:
+            self.layout, self.devices = _across_processes(requested, num_seeds, num_envs, processes)
+        else:
+            devices = resolve_devices(requested)
+            # envs are split only on request: see the module docstring for why 'all' does not
+            self.layout, used = choose_layout(num_seeds, num_envs, len(devices), split_envs=requested != "all")
+            self.devices = devices[:used]
         self.mesh = Mesh(np.array(self.devices), (AXIS,))
 
     @property

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from jaxrl_async.trainer import checkpoint as ckpt
+from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.trainer.build import Components, build, initial_states
 from jaxrl_async.config import TrainConfig
@@ -71,11 +72,17 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
       resume: continue the run in `cfg.run_dir` from its latest checkpoint.
       stop_after_updates: stop (with a checkpoint) at the first host sync at or after
         this many updates, as Ctrl-C does; `--resume` continues exactly from there.
+
+    Over several processes (after `distributed.initialize`) every process calls it with the
+    same config; process 0 alone writes the run directory and prints, and every process
+    returns the whole state.
     """
     wall_start = time.perf_counter()
     c = build(cfg)  # bad input (an unknown env id, say) fails before anything is written
     if resume and not cfg.run_dir:
         raise ValueError("resume needs the run directory: --resume RUN_DIR")
+    _agree(cfg, resume)
+    console = console and distributed.is_writer()
     placement = Placement(cfg.devices, cfg.num_seeds, cfg.num_envs)
     setup_start = time.perf_counter()
     state = initial_states(c, hparams)
@@ -102,23 +109,28 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
             state, timing = train_async(c, run, state, saved)
     timing["compile_s"] += setup_compile_s
     done = timing.pop("updates_done")
+    if distributed.is_multiprocess():
+        state = distributed.fetch(state)  # the whole state, for the summary and the caller
     if done < cfg.num_updates:
         if console:
             print(f"stopped at update {done}; checkpoint {run.last_checkpoint}; continue with: "
                   f"jaxrl-async train --resume {run.run_dir}", flush=True)
-        return TrainResult({"updates_done": done, "checkpoint": run.last_checkpoint}, state, run.run_dir,
-                           completed=False)
+        return TrainResult({"updates_done": done, "checkpoint": run.last_checkpoint}, state,
+                           run.run_dir if distributed.is_writer() else None, completed=False)
     summary = make_summary(cfg, state, run.last_eval, stochastic_eval=run.last_eval_stochastic,
                            wall_s=time.perf_counter() - wall_start, updates_trained=done - run.start_update,
                            best_eval_return=run.best_eval_return, eval_checkpoint_s=run.host_s,
                            eval_compile_s=eval_compile_s, **run.timings(),
-                           devices=placement.num_devices, sharding=placement.layout, speed=c.speed.as_dict(),
+                           devices=placement.num_devices, processes=jax.process_count(),
+                           sharding=placement.layout, speed=c.speed.as_dict(),
                            **timing)
     # the learner's own figures over this process's training (a replay learner's rates and fill)
     summary.update(c.algo.host.figures(run.totals, cfg.num_seeds * (done - run.start_update) * cfg.batch_size,
                                        timing["train_s"], final=state.learner))
     if saved is not None:
         summary.update(saved["summary_fields"])  # e.g. a replay buffer that refilled after the resume
+    if not distributed.is_writer():
+        return TrainResult(summary, state, None, run.last_eval)
     run_dir_lib.write_json(os.path.join(run.run_dir, run_dir_lib.SUMMARY_FILE), summary)
     if console:
         stochastic = summary.get("final_eval_return_stochastic_mean")
@@ -126,6 +138,23 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
               f"(per seed {[round(r, 2) for r in summary['final_eval_return']]})"
               + ("" if stochastic is None else f", stochastic {stochastic:.2f}") + f"; run dir {run.run_dir}")
     return TrainResult(summary, state, run.run_dir, run.last_eval)
+
+
+def _agree(cfg: TrainConfig, resume: bool) -> None:
+    """Over several processes: the run's checks that span them, before anything is written
+    (`distributed.agree`); in one process, nothing."""
+    if not distributed.is_multiprocess():
+        return
+    if cfg.mode != "fused":
+        raise ValueError(f"mode={cfg.mode!r} runs in one process: its actor and learner threads share one "
+                         "host; over several processes use --mode fused")
+    writer_error = None
+    if distributed.is_writer() and not resume and cfg.run_dir:
+        try:
+            run_dir_lib.check_fresh(cfg.run_dir)
+        except ValueError as error:
+            writer_error = error
+    distributed.agree(cfg.to_dict(), writer_error)
 
 
 def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *, wall_s: float,
