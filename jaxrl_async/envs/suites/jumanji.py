@@ -3,7 +3,9 @@
 Jumanji's `reset(key) -> (state, timestep)` and `step(state, action) -> (state, timestep)` do
 not reset by themselves (`jumanji.make` applies no auto-reset wrapper), so `SuiteEnv` resets in
 the step and keeps the last observation for the truncation bootstrap. The inner state is
-jumanji's own env state (it carries its PRNG key: jumanji's step draws from it, not from ours).
+jumanji's own env state (it carries its PRNG key: jumanji's step draws from it, not from ours),
+held as a flat dict of its leaves keyed by their paths: jumanji's states are chex dataclasses,
+which the checkpoints' serialisation (flax's) does not know.
 
 Termination vs truncation: jumanji's dm_env-style timestep: a LAST step with discount 0 is a
 termination, a LAST step with discount > 0 a truncation. Jumanji decides which: most envs end
@@ -154,21 +156,30 @@ class JumanjiEnv(SuiteEnv):
         children = _children(obs_spec)
         self._mask_shape = _mask_shape(env_id, self._action, children[MASK_KEY]) if MASK_KEY in children else None
         self._obs_spec = obs_spec
+        paths, self._state_def = jax.tree_util.tree_flatten_with_path(
+            jax.eval_shape(env.reset, jax.random.PRNGKey(0))[0])
+        self._state_keys = [jax.tree_util.keystr(path) for path, _ in paths]
+
+    def _pack(self, state: Any) -> dict[str, jax.Array]:
+        return dict(zip(self._state_keys, jax.tree.leaves(state)))
+
+    def _unpack(self, packed: dict[str, jax.Array]) -> Any:
+        return jax.tree.unflatten(self._state_def, [packed[key] for key in self._state_keys])
 
     def _obs(self, obs: Any) -> dict:
         return _observation(self._obs_spec, obs, self._mask_shape)
 
     def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[dict, Any]:
         state, timestep = self._env.reset(key)
-        return self._obs(timestep.observation), state
+        return self._obs(timestep.observation), self._pack(state)
 
-    def step_env(self, key: jax.Array, state: Any, action: jax.Array, params: SuiteParams) -> tuple:
+    def step_env(self, key: jax.Array, packed: dict, action: jax.Array, params: SuiteParams) -> tuple:
         action = jnp.asarray(action).reshape(self._action_spec.shape).astype(self._action_spec.dtype)
-        state, timestep = self._env.step(state, action)
+        state, timestep = self._env.step(self._unpack(packed), action)
         # one agent acting for all (jumanji's MultiToSingleWrapper): rewards summed, the largest discount
         reward, discount = jnp.sum(timestep.reward), jnp.max(timestep.discount)
         last = timestep.step_type == StepType.LAST
-        return self._obs(timestep.observation), state, reward, last & (discount == 0), last & (discount > 0)
+        return self._obs(timestep.observation), self._pack(state), reward, last & (discount == 0), last & (discount > 0)
 
     def action_space(self, params: Any = None) -> Any:
         return self._action
