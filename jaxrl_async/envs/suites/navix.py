@@ -8,6 +8,11 @@ non-resetting transition `Environment._step` and lets `SuiteEnv` reset in the sa
 rollout expects. The inner state is navix's `Timestep` (it carries the state, the step count
 `t` its time limit reads, and the running return navix keeps in `info`).
 
+Navix's state carries a rendering cache, the grid's background as RGB tiles (5 KB an env on
+a 5x5 grid, 49 KB on 16x16), which only its 'rgb' observations read. For the others the adapter
+keeps an empty one: rendering it at every reset, and selecting it at every step for the
+auto-reset, cost navix's Empty-5x5 most of its speed here.
+
 Termination vs truncation: navix's step type, 2 (TERMINATION: the goal reached, lava) and 1
 (TRUNCATION: `t >= max_steps`); navix gives termination precedence when both happen at once.
 
@@ -30,6 +35,7 @@ import navix
 import numpy as np
 from gymnax.environments import spaces
 from navix import observations
+from navix.rendering.cache import RenderingCache
 
 from jaxrl_async.envs.suites.functional import SuiteEnv, SuiteParams
 
@@ -45,16 +51,18 @@ def env_ids() -> list[str]:
 class NavixEnv(SuiteEnv):
     """A navix env over its non-resetting step; see the module docstring."""
 
-    def __init__(self, env_id: str, env: Any, max_steps_in_episode: int = 0):
+    def __init__(self, env_id: str, env: Any, rendered: bool, max_steps_in_episode: int = 0):
         super().__init__(max_steps_in_episode)
         self.name = f"navix:{env_id}"
         self._env = env
-        reset = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
-        self._obs_shape, self._obs_dtype = reset.observation.shape, reset.observation.dtype
+        # None: navix renders the grid's background at each reset (the rgb observations read it)
+        self._cache = None if rendered else RenderingCache(patches=jnp.zeros((0, 1, 1, 3), jnp.uint8))
+        reset = jax.eval_shape(self.reset_env, jax.random.PRNGKey(0), self.default_params)[0]
+        self._obs_shape, self._obs_dtype = reset.shape, reset.dtype
         self._num_actions = len(env.action_set)
 
     def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[jax.Array, Any]:
-        timestep = self._env.reset(key)
+        timestep = self._env.reset(key, self._cache)
         return timestep.observation, timestep
 
     def step_env(self, key: jax.Array, timestep: Any, action: jax.Array, params: SuiteParams) -> tuple:
@@ -82,4 +90,4 @@ def make(env_id: str, max_steps: int = 100, observation: str = "symbolic", max_s
         raise ValueError(f"max_steps={max_steps} must be >= 1: it is navix's time limit in steps")
     env = navix.make(env_id, max_steps=int(max_steps), observation_fn=getattr(observations, observation),
                      **navix_kwargs)
-    return NavixEnv(env_id, env, max_steps_in_episode)
+    return NavixEnv(env_id, env, observation.startswith("rgb"), max_steps_in_episode)
