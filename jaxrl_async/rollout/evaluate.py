@@ -88,12 +88,14 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
       num_episodes: N, one per evaluation env.
       normalize_obs: feed the policy `obs_stats.normalize(obs)` (frozen statistics).
       max_steps: step limit of the loop; default the env's time limit
-        (`max_steps_in_episode`), so every episode completes.
+        (`max_steps_in_episode`), so every episode completes, or 10,000 steps where the params
+        have none or it is 0 (a JAX suite's adapter without a limit of its own: the suite's
+        limit, if any, lives inside its step).
       unroll: env steps per trip of the loop (speed only: a step past an env's first
         episode, or past `max_steps`, changes nothing).
     """
     if max_steps is None:
-        max_steps = int(getattr(env_params, "max_steps_in_episode", 10_000))
+        max_steps = int(getattr(env_params, "max_steps_in_episode", 0)) or 10_000
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     reset_env = jax.vmap(env.reset, in_axes=(0, None))
 

@@ -1,0 +1,140 @@
+"""The jumanji adapter (`jumanji:ID`) against jumanji's own step, and training through it.
+
+Snake-v1 ends every episode with discount 0 (a collision, or its time limit: jumanji counts the
+step count it observes as part of the state), so it only terminates; LevelBasedForaging-v0
+truncates at its time limit (discount 1), and has a reward, a discount and an action mask per
+agent (two agents, six actions each). Snake's actions: 0 up, 1 right, 2 down, 3 left.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import jumanji
+import numpy as np
+import pytest
+from jumanji.types import StepType
+from jumanji.wrappers import MultiToSingleWrapper
+
+from gridworld_checks import check_suite_runs, run_actions, suite_runs
+from jaxrl_async.envs import make_env
+from jaxrl_async.envs.spaces import MultiDiscrete, observation_shapes
+from jaxrl_async.envs.suites import suite_env_ids
+
+ENV = "jumanji:Snake-v1"
+
+
+def reference_steps(env, actions, key):
+    """jumanji's own reset and step, with the keys our adapted env hands it: `run_actions` splits
+    (key -> reset key, then a step key per step), and `SuiteEnv.step` resets from the second half
+    of its step key. Per action: (state, timestep) after it, and the reset jumanji would give."""
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    key, reset_key = jax.random.split(key)
+    state, timestep = reset(reset_key)
+    out = []
+    for action in actions:
+        key, step_key = jax.random.split(key)
+        state, timestep = step(state, jnp.asarray(action))
+        out.append((state, timestep, reset(jax.random.split(step_key)[1])))
+    return out
+
+
+def snake_observation(obs):
+    return {"grid": np.asarray(obs.grid), "step_count": np.asarray(obs.step_count),
+            "action_mask": np.asarray(obs.action_mask, np.float32)}
+
+
+def assert_obs_equal(ours_t, expected: dict):
+    assert set(ours_t) == set(expected)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(ours_t[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize("how", ["wall", "time limit"])
+def test_snake_matches_jumanji_and_always_terminates(how):
+    key = jax.random.PRNGKey(3)
+    time_limit = 10 if how == "wall" else 2
+    kwargs = dict(num_rows=6, num_cols=6, time_limit=time_limit)
+    env = jumanji.make("Snake-v1", **kwargs)
+    head = jax.jit(env.reset)(jax.random.split(key)[1])[0].head_position
+    row, col = int(head.row), int(head.col)
+    if how == "wall":  # straight to the nearest wall: off the grid after at most 3 steps
+        steps_to_wall = {0: row + 1, 1: 6 - col, 2: 6 - row, 3: col + 1}
+        action = min(steps_to_wall, key=steps_to_wall.get)
+        end = steps_to_wall[action] - 1
+    else:  # towards the middle: no wall within the 2 steps of the time limit
+        action, end = (2 if row < 3 else 0), 1
+    actions = [action] * (end + 2)
+    reference = reference_steps(env, actions, key)
+    _, ours = run_actions(ENV, actions, key, **kwargs)
+    for t, (_, timestep, (_, reset_timestep)) in enumerate(reference[: end + 1]):
+        assert float(ours.reward[t]) == float(timestep.reward)
+        done = t == end
+        assert int(timestep.step_type) == (StepType.LAST if done else StepType.MID)
+        assert float(timestep.discount) == (0.0 if done else 1.0)  # jumanji's: a termination either way
+        assert bool(ours.terminated[t]) == done and not ours.truncated[t]
+        # the last observation kept for the bootstrap; the step's observation the reset's
+        assert_obs_equal(jax.tree.map(lambda x: x[t], ours.final_obs), snake_observation(timestep.observation))
+        after = reset_timestep.observation if done else timestep.observation
+        assert_obs_equal(jax.tree.map(lambda x: x[t], ours.obs), snake_observation(after))
+    assert int(ours.states[end + 1].env_state.inner[".step_count"]) == 0
+
+
+def test_level_based_foraging_truncates_with_summed_rewards():
+    key = jax.random.PRNGKey(0)
+    kwargs = dict(time_limit=3)
+    env = MultiToSingleWrapper(jumanji.make("LevelBasedForaging-v0", **kwargs))
+    actions = [[0, 0], [5, 0], [0, 5], [0, 0]]  # noop and load: legal whatever the layout
+    reference = reference_steps(env, actions, key)
+    _, ours = run_actions("jumanji:LevelBasedForaging-v0", actions, key, **kwargs)
+    np.testing.assert_array_equal(ours.truncated, [0, 0, 1, 0])
+    np.testing.assert_array_equal(ours.terminated, [0, 0, 0, 0])
+    for t, (_, timestep, (_, reset_timestep)) in enumerate(reference[:3]):
+        assert float(ours.reward[t]) == float(timestep.reward)  # the agents' rewards summed
+        observed = timestep.observation if t < 2 else reset_timestep.observation
+        # each agent's six legal actions, agent 0's first: noop is always legal
+        mask = ours.obs["action_mask"][t]
+        np.testing.assert_array_equal(mask, np.asarray(observed.action_mask, np.float32).reshape(12))
+        assert mask[0] == mask[6] == 1
+        np.testing.assert_array_equal(ours.obs["agents_view"][t], observed.agents_view)
+    assert float(reference[2][1].discount) == 1.0 and int(reference[2][1].step_type) == StepType.LAST
+
+
+def test_spaces():
+    env, params = make_env(ENV)
+    assert env.action_space(params).n == 4
+    assert observation_shapes(env.observation_space(params)) == {"grid": (12, 12, 5), "step_count": (),
+                                                                  "action_mask": (4,)}
+    env, params = make_env("jumanji:Cleaner-v0")
+    space = env.action_space(params)
+    assert isinstance(space, MultiDiscrete) and space.nvec == (4, 4, 4)
+    assert observation_shapes(env.observation_space(params))["action_mask"] == (12,)  # 3 agents' rows of 4
+    env, params = make_env("jumanji:Maze-v0")  # nested specs stay nested
+    assert observation_shapes(env.observation_space(params))["agent_position"] == {"row": (), "col": ()}
+    env, params = make_env("jumanji:SearchAndRescue-v0")  # a [2, 2] float action as a flat Box
+    assert env.action_space(params).shape == (4,)
+    assert len(suite_env_ids("jumanji")) == len(jumanji.registered_environments())
+
+
+@pytest.mark.parametrize("env_id, message", [
+    ("Tetris-v0", r"action_mask has shape \(4, 10\) for the MultiDiscrete action \[4, 10\]: a mask over the joint"),
+    ("Minesweeper-v0", r"action_mask has shape \(10, 10\) for the MultiDiscrete action \[10, 10\]"),
+    ("MultiCVRP-v0", r"action spec BoundedArray.*int16.*is not supported"),
+])
+def test_refused_envs_say_why(env_id, message):
+    with pytest.raises(ValueError, match=message):
+        make_env(f"jumanji:{env_id}")
+
+
+def test_bad_env_kwargs():
+    with pytest.raises(ValueError, match=r"jumanji could not build Snake-v1 with env_kwargs \{'rows': 5\}: TypeError"):
+        make_env(ENV, rows=5)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return suite_runs(ENV, tmp_path_factory.mktemp("jumanji"))
+
+
+def test_training_fused_async_and_resume(runs):
+    check_suite_runs(runs)
