@@ -15,6 +15,8 @@ where `step_env` never resets, `terminated` is the task's end (no bootstrap past
 - termination over truncation: a step that is both is a termination (no bootstrap);
 - auto-reset inside `step`, the next episode drawn from a fresh key (as gymnax's step does), and
   `info["final_observation"]`, the observation before the reset, for the truncation bootstrap;
+  under `vmap` only the envs whose episode ended run their reset (`autoreset.reset_where`: a
+  suite's reset may cost a hundred steps);
 - float32 rewards and bool flags, whatever dtypes the suite returns.
 """
 
@@ -25,6 +27,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import struct
+
+from jaxrl_async.envs.suites.autoreset import reset_where
 
 
 @struct.dataclass
@@ -86,8 +90,7 @@ class SuiteEnv:
             truncated = truncated | (time >= params.max_steps_in_episode)
         truncated = truncated & ~terminated
         done = terminated | truncated
-        obs_reset, inner_reset = self.reset_env(key_reset, params)
-        next_obs = select_tree(done, obs_reset, obs)
-        state = SuiteState(select_tree(done, inner_reset, inner), jnp.where(done, 0, time).astype(jnp.int32))
+        next_obs, next_inner = reset_where(done, key_reset, (obs, inner), lambda key: self.reset_env(key, params))
+        state = SuiteState(next_inner, jnp.where(done, 0, time).astype(jnp.int32))
         info = {"terminated": terminated, "truncated": truncated, "final_observation": obs}
         return next_obs, state, jnp.asarray(reward, jnp.float32), terminated, truncated, info
