@@ -25,8 +25,7 @@ from jaxrl_async.trainer.build import build, init_state
 
 # one env per suite, its flagship (the presets' envs), and the env counts measured
 SUITE_ENVS = ("brax:inverted_pendulum", "playground:CartpoleBalance", "craftax:Craftax-Classic-Symbolic-v1",
-              "jumanji:Snake-v1", "navix:Navix-Empty-5x5-v0", "xminigrid:MiniGrid-Empty-8x8",
-              "popgym_arcade:CartPoleEasy")
+              "jumanji:Snake-v1", "navix:Navix-Empty-5x5-v0", "xminigrid:MiniGrid-Empty-8x8")
 ENV_COUNTS = (64, 1024)
 QUICK_ENV = "navix:Navix-Empty-5x5-v0"  # the quick smoke run measures one cheap env
 
