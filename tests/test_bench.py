@@ -26,7 +26,7 @@ def test_quick_run_writes_the_machine_and_every_case(quick_report):
     prefixes = {key.split("/")[0] for key in report["results"]}
     assert prefixes == {"env_step", "rollout", "advantages", "update", "gae_placement", "e2e", "devices",
                         "compile_cache", "ops_per_iteration", "eval_cost", "gradient_step_cost", "host_step_cost",
-                        "host_sync_cost", "bootstrap_cost", "processes"}
+                        "host_sync_cost", "bootstrap_cost", "processes", "suites"}
 
 
 def test_microbenchmarks_report_compile_time_and_rates(quick_report):
@@ -133,3 +133,12 @@ def test_unknown_case_is_a_clear_error(capsys):
     err = capsys.readouterr().err
     assert "nonsense" in err and "env_step" in err and len(err.strip().splitlines()) == 1
     assert set(CASES) >= {"env_step", "rollout", "advantages", "update", "end_to_end", "compile_cache"}
+
+
+def test_suites_rollout_against_the_suites_raw_step(quick_report):
+    results = quick_report[1]["results"]
+    raw = results["suites/raw/navix:Navix-Empty-5x5-v0/envs=8"]
+    ours = results["suites/rollout/navix:Navix-Empty-5x5-v0/envs=8"]
+    assert raw["compile_s"] > 0 and raw["steps_per_second"]["median"] > 0
+    assert ours["ratio_to_raw_env"] == pytest.approx(ours["steps_per_second"]["median"]
+                                                     / raw["steps_per_second"]["median"])

@@ -20,7 +20,7 @@ from jaxrl_async.core.advantages import batched_gae, batched_vtrace
 from jaxrl_async.cli.bench.configs import DQN_CARTPOLE, LARGE, REFERENCE
 from jaxrl_async.cli.bench.hlo_ops import count_ops
 from jaxrl_async.cli.bench.measure import Timing, time_jitted
-from jaxrl_async.cli.bench.processes import processes
+         "compile_cache": compile_cache, "eval_cost": eval_cost, "processes": processes, "suites": suites}
 from jaxrl_async.cli.bench.step_costs import bootstrap_cost, gradient_step_cost, host_step_cost, host_sync_cost
 from jaxrl_async.trainer.build import build, init_state, initial_states
 from jaxrl_async.config import LearnerConfig, TrainConfig
@@ -318,6 +318,10 @@ CASES = {"env_step": env_step, "rollout": rollout, "advantages": advantages, "up
          "gae_placement": gae_placement, "bootstrap_cost": bootstrap_cost, "ops_per_iteration": ops_per_iteration,
          "end_to_end": end_to_end, "devices": devices, "gradient_step_cost": gradient_step_cost,
          "host_step_cost": host_step_cost, "host_sync_cost": host_sync_cost,
+<<<<<<< HEAD
          "compile_cache": compile_cache, "eval_cost": eval_cost, "processes": processes}
+=======
+         "compile_cache": compile_cache, "eval_cost": eval_cost, "suites": suites}
+>>>>>>> bench-suites
 
 __all__ = ["CASES", "Timing"]

@@ -30,7 +30,7 @@ class BenchConfig:
     """Microbenchmarks and end-to-end throughput, each measured after compilation, repeated."""
 
     only: tuple[str, ...] = ()
-    """Cases to run (default all): env_step rollout advantages update gae_placement end_to_end devices compile_cache eval_cost processes."""
+    """Cases to run (default all): env_step rollout advantages update gae_placement end_to_end devices compile_cache eval_cost processes suites (and the step-cost cases)."""
     quick: bool = False
     """Tiny sizes and budgets: a smoke run of every code path."""
     repeats: int = 5
