@@ -7,9 +7,11 @@ those for their trainers; we use none of them). So:
 
 - `done` is termination (a fall, a NaN), never a time limit: `terminated = done != 0`;
 - truncation is `SuiteEnv`'s time limit alone (`max_steps_in_episode`, Brax's `episode_length`);
-- the inner state is the suite's whole `State` (checkpointed as it is: a pytree of arrays), its
-  leaves cast to the dtypes `reset` gave them, since some envs return Python floats from `step`
-  (Brax's `inverted_pendulum` sets `reward=1.0`) and a `lax.scan` carry must keep its types;
+- the inner state is the suite's whole `State` as the tuple of its leaves (`suite_state` rebuilds
+  it): the checkpoints serialise plain arrays, not Brax's or MJX's state classes (msgpack cannot
+  serialise `State`); the leaves are cast to the dtypes `reset` gave them, since some envs return
+  Python floats from `step` (Brax's `inverted_pendulum` sets `reward=1.0`) and a `lax.scan`
+  carry must keep its types;
 - the observation is the suite's as it is: an array, or a dict of arrays (a `spaces.Dict`).
 """
 
@@ -55,6 +57,7 @@ class BraxApiEnv(SuiteEnv):
         self._env = env
         self.name = name
         self._abstract_state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+        self._treedef = jax.tree.structure(self._abstract_state)
         self._observation_space = observation_space_of(self._abstract_state.obs, f"{name}'s observation")
         self._action_space = spaces.Box(-1.0, 1.0, (int(env.action_size),), jnp.float32)
 
@@ -70,17 +73,22 @@ class BraxApiEnv(SuiteEnv):
     def observation_space(self, params: Any = None) -> Any:
         return self._observation_space
 
-    def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[Any, Any]:
-        state = self._typed_like_reset(self._env.reset(key))
-        return state.obs, state
+    def suite_state(self, inner: tuple) -> Any:
+        """The suite's own `State` of an inner state (the tuple of its leaves)."""
+        return jax.tree.unflatten(self._treedef, list(inner))
 
-    def step_env(self, key: jax.Array, inner: Any, action: jax.Array, params: SuiteParams) -> tuple:
+    def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[Any, tuple]:
+        state = self._env.reset(key)
+        return state.obs, self._leaves_like_reset(state)
+
+    def step_env(self, key: jax.Array, inner: tuple, action: jax.Array, params: SuiteParams) -> tuple:
         # the suites' step takes no key: what randomness a step needs lives in its state
-        state = self._typed_like_reset(self._env.step(inner, action))
-        return state.obs, state, state.reward, state.done != 0, jnp.zeros((), jnp.bool_)
+        state = self._env.step(self.suite_state(inner), action)
+        leaves = self._leaves_like_reset(state)
+        return state.obs, leaves, state.reward, state.done != 0, jnp.zeros((), jnp.bool_)
 
-    def _typed_like_reset(self, state: Any) -> Any:
-        """`state` with every leaf an array of the shape and dtype `reset` gives it."""
+    def _leaves_like_reset(self, state: Any) -> tuple:
+        """`state`'s leaves, each an array of the shape and dtype `reset` gives it."""
         leaves, treedef = jax.tree.flatten(state)
         reference, reference_def = jax.tree.flatten(self._abstract_state)
         if treedef != reference_def:
@@ -92,4 +100,4 @@ class BraxApiEnv(SuiteEnv):
         if changed:
             raise ValueError(f"{self.name}'s step changed the shapes of its state's leaves (index, step's, "
                              f"reset's): {changed}; its state must keep one structure to be carried")
-        return jax.tree.unflatten(treedef, typed)
+        return tuple(typed)
