@@ -50,12 +50,13 @@ def test_spaces_time_limit_and_cpu_impl():
     assert env.default_params.max_steps_in_episode == 1000  # the env config's episode_length
     assert env.unwrapped_suite_env.mjx_model.impl.value == "jax"  # 'auto' on the CPU
     assert make_suite_env(CARTPOLE, episode_length=7).default_params.max_steps_in_episode == 7
+    assert env.auto_reset == "cached"  # Playground's own training default: its reset costs more than its step
 
 
 @pytest.fixture(scope="module")
 def cartpole():
     """A 3-step CartpoleBalance: the adapter's step beside Playground's step of the same state."""
-    env = make_suite_env(CARTPOLE, episode_length=3)
+    env = make_suite_env(CARTPOLE, episode_length=3, auto_reset="full")
     suite = env.unwrapped_suite_env
 
     @jax.jit
@@ -113,9 +114,9 @@ def test_fused_run_resumes_to_the_same_bits(tmp_path):
     assert resumed.completed and resumed.summary["params_digest"] == full.summary["params_digest"]
 
 
-def test_async_sac_run_with_cached_reset(tmp_path):
+def test_async_sac_run_with_full_reset(tmp_path):
     cfg = small(tmp_path / "sac", algo="sac", mode="async", lag="1", num_envs=2, num_steps=4,
-                total_timesteps=2 * 4 * 8, env_kwargs=("episode_length=20", "auto_reset=cached"))
+                total_timesteps=2 * 4 * 8, env_kwargs=("episode_length=20", "auto_reset=full"))
     cfg = cfg.with_fields(replay_capacity=256, learning_starts=16, replay_ratio=1, replay_batch_size=16)
     result = train(cfg, console=False)
     assert result.completed and result.summary["env_steps"] == cfg.total_timesteps
