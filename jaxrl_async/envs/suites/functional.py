@@ -16,7 +16,11 @@ where `step_env` never resets, `terminated` is the task's end (no bootstrap past
 - auto-reset inside `step`, the next episode drawn from a fresh key (as gymnax's step does), and
   `info["final_observation"]`, the observation before the reset, for the truncation bootstrap;
   under `vmap` only the envs whose episode ended run their reset (`autoreset.reset_where`: a
-  suite's reset may cost a hundred steps);
+  suite's reset may cost a hundred steps); or, with `auto_reset="cached"`, restarted from the
+  state the env's own first reset drew (what Brax's and Playground's training wrappers do): no
+  reset at all inside `step`, which pays where episodes end somewhere in the batch at nearly every
+  step (thousands of envs on a GPU, where `reset_where` resets the whole batch at once). Each env
+  then repeats one start; evaluation (a fresh `reset` per episode) is unchanged;
 - float32 rewards and bool flags, whatever dtypes the suite returns.
 """
 
@@ -42,6 +46,7 @@ class SuiteParams:
 class SuiteState:
     inner: Any  # the suite's own state
     time: jax.Array  # [] int32, steps into the episode
+    first: Any = None  # auto_reset="cached": (obs, inner) of the env's first reset, where episodes restart
 
 
 def select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
@@ -53,11 +58,16 @@ class SuiteEnv:
     """Base of the suites' adapters: see the module docstring."""
 
     name: str = "SuiteEnv"
+    AUTO_RESETS = ("full", "cached")
 
-    def __init__(self, max_steps_in_episode: int = 0):
+    def __init__(self, max_steps_in_episode: int = 0, auto_reset: str = "full"):
         if int(max_steps_in_episode) < 0:
             raise ValueError(f"max_steps_in_episode={max_steps_in_episode} must be >= 0 (0: no time limit of ours)")
+        if auto_reset not in self.AUTO_RESETS:
+            raise ValueError(f"auto_reset={auto_reset!r} must be 'full' (a fresh reset for every episode) or "
+                             "'cached' (each env restarts from its first reset's state, as Brax's trainer does)")
         self._params = SuiteParams(int(max_steps_in_episode))
+        self.auto_reset = auto_reset
 
     @property
     def default_params(self) -> SuiteParams:
@@ -77,7 +87,8 @@ class SuiteEnv:
 
     def reset(self, key: jax.Array, params: SuiteParams | None = None) -> tuple[Any, SuiteState]:
         obs, inner = self.reset_env(key, self._params if params is None else params)
-        return obs, SuiteState(inner, jnp.zeros((), jnp.int32))
+        first = (obs, inner) if self.auto_reset == "cached" else None
+        return obs, SuiteState(inner, jnp.zeros((), jnp.int32), first)
 
     def step(self, key: jax.Array, state: SuiteState, action: Any, params: SuiteParams | None = None) -> tuple:
         params = self._params if params is None else params
@@ -90,7 +101,11 @@ class SuiteEnv:
             truncated = truncated | (time >= params.max_steps_in_episode)
         truncated = truncated & ~terminated
         done = terminated | truncated
-        next_obs, next_inner = reset_where(done, key_reset, (obs, inner), lambda key: self.reset_env(key, params))
-        state = SuiteState(next_inner, jnp.where(done, 0, time).astype(jnp.int32))
+        if self.auto_reset == "cached":
+            next_obs, next_inner = select_tree(done, state.first, (obs, inner))
+        else:
+            next_obs, next_inner = reset_where(done, key_reset, (obs, inner),
+                                               lambda key: self.reset_env(key, params))
+        state = SuiteState(next_inner, jnp.where(done, 0, time).astype(jnp.int32), state.first)
         info = {"terminated": terminated, "truncated": truncated, "final_observation": obs}
         return next_obs, state, jnp.asarray(reward, jnp.float32), terminated, truncated, info

@@ -1,0 +1,70 @@
+"""Brax 0.14.2's own PPO trainer (`brax.training.agents.ppo.train`) timed on this machine: run by the
+Brax peer virtualenv's python (Brax 0.14.2's trainer calls `jax.device_put_replicated`, which
+jax 0.10 removed, so it needs jax 0.9.2 and cannot share our environment), driven by
+`benchmarks/brax_ppo.py`. This file imports nothing of ours.
+
+usage: python benchmarks/peers_brax.py PRESET TOTAL_TIMESTEPS SEED NUM_EPOCHS
+  PRESET: a key of PRESETS;  NUM_EPOCHS: Brax's training epochs (`num_evals - 1`), >= 2
+
+Brax's trainer runs `num_evals - 1` training epochs, each one jitted call of equal size,
+evaluating after each (128 envs, one episode each, greedy here). The first epoch pays the
+compilation, so `steps_per_second` is the env steps of the later epochs over their time
+(Brax's own `training/sps`, which times the epoch's call and nothing else); `final_return` is
+the last evaluation's mean return. One JSON line per epoch, then a SUMMARY line.
+"""
+import json
+import statistics
+import sys
+import time
+
+import jax
+from brax import envs
+from brax.training.agents.ppo import train as ppo
+
+PRESETS = {
+    # Brax's published inverted_pendulum settings (its training notebook), on the MJX backend
+    "inverted_pendulum": dict(
+        env=dict(env_name="inverted_pendulum", backend="mjx"),
+        train=dict(episode_length=1000, normalize_observations=True, action_repeat=1, unroll_length=5,
+                   num_minibatches=32, num_updates_per_batch=4, discounting=0.97, learning_rate=3e-4,
+                   entropy_cost=1e-2, num_envs=2048, batch_size=1024, reward_scaling=10)),
+}
+
+
+def main(argv):
+    preset, total, seed, epochs = argv[1], int(float(argv[2])), int(argv[3]), int(argv[4])
+    if epochs < 2:
+        raise SystemExit("NUM_EPOCHS must be >= 2: the first epoch's time holds the compilation")
+    cfg = PRESETS[preset]
+    env = envs.get_environment(**cfg["env"])
+    epoch_rows = []
+    last = {}
+
+    def progress(step, metrics):
+        if "training/sps" in metrics:  # not the evaluation before training
+            epoch_rows.append({"env_steps": int(step), "sps": float(metrics["training/sps"]),
+                               "epoch_s": float(metrics["training/walltime"]),
+                               "eval_return": float(metrics["eval/episode_reward"])})
+            print(json.dumps(epoch_rows[-1]), flush=True)
+        last.update(metrics)
+
+    start = time.perf_counter()
+    ppo.train(environment=env, num_timesteps=total, seed=seed, num_evals=epochs + 1, deterministic_eval=True,
+              progress_fn=progress, **cfg["train"])
+    wall_s = time.perf_counter() - start
+    later = epoch_rows[1:]
+    steps_per_epoch = later[0]["env_steps"] - epoch_rows[0]["env_steps"]
+    # training/walltime is cumulative: each later epoch's own time is its difference
+    epoch_times = [b["epoch_s"] - a["epoch_s"] for a, b in zip(epoch_rows, epoch_rows[1:])]
+    print("SUMMARY", json.dumps({
+        "side": "brax", "preset": preset, "seed": seed, "env_steps": epoch_rows[-1]["env_steps"],
+        "steps_per_second": len(later) * steps_per_epoch / sum(epoch_times),
+        "epoch_sps": [round(row["sps"]) for row in epoch_rows],
+        "compile_and_first_epoch_s": epoch_rows[0]["epoch_s"],
+        "final_return": float(last["eval/episode_reward"]), "wall_s": wall_s,
+        "median_later_sps": statistics.median(row["sps"] for row in later),
+        "config": cfg, "jax": jax.__version__}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,103 @@
+"""`BraxApiEnv`: `SuiteEnv` over an env with Brax's API, which Brax's envs and MuJoCo Playground's share.
+
+Brax's API is `reset(key) -> State` and `step(State, action) -> State`, where `State` carries
+`obs`, `reward`, `done` and the simulator's state, and `step` neither resets nor counts time
+(Brax's `EpisodeWrapper` / `AutoResetWrapper` and Playground's `wrap_for_brax_training` add
+those for their trainers; we use none of them). So:
+
+- `done` is termination (a fall, a NaN), never a time limit: `terminated = done != 0`;
+- truncation is `SuiteEnv`'s time limit alone (`max_steps_in_episode`, Brax's `episode_length`);
+- the inner state is the suite's whole `State` as the tuple of its leaves (`suite_state` rebuilds
+  it): the checkpoints serialise plain arrays, not Brax's or MJX's state classes (msgpack cannot
+  serialise `State`); the leaves are cast to the dtypes `reset` gave them, since some envs return
+  Python floats from `step` (Brax's `inverted_pendulum` sets `reward=1.0`) and a `lax.scan`
+  carry must keep its types;
+- the observation is the suite's as it is: an array, or a dict of arrays (a `spaces.Dict`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from gymnax.environments import spaces
+
+from jaxrl_async.envs.suites.functional import SuiteEnv, SuiteParams
+
+
+def observation_space_of(obs: Any, where: str) -> Any:
+    """A gymnax space for an abstract observation (a `ShapeDtypeStruct` or a dict / tuple of them)."""
+    if isinstance(obs, dict):
+        return spaces.Dict({str(k): observation_space_of(v, f"{where}[{k!r}]") for k, v in obs.items()})
+    if isinstance(obs, (tuple, list)):
+        return spaces.Tuple([observation_space_of(v, f"{where}[{i}]") for i, v in enumerate(obs)])
+    if not hasattr(obs, "shape"):
+        raise ValueError(f"{where} is {obs!r}: only arrays and dicts / tuples of arrays are supported")
+    return spaces.Box(-jnp.inf, jnp.inf, tuple(obs.shape), jnp.float32)
+
+
+class BraxApiEnv(SuiteEnv):
+    """One env with Brax's API, adapted (see the module docstring).
+
+    Args:
+      env: the suite's env (`reset(key) -> State`, `step(State, action) -> State`, `action_size`).
+      name: our id for it, `SUITE:ID`, for messages.
+      max_steps_in_episode: the time limit, >= 1.
+      auto_reset: 'full' or 'cached' (`SuiteEnv`).
+    """
+
+    def __init__(self, env: Any, name: str, max_steps_in_episode: int, auto_reset: str):
+        if isinstance(max_steps_in_episode, bool) or not isinstance(max_steps_in_episode, (int, np.integer)) \
+                or max_steps_in_episode < 1:
+            raise ValueError(f"episode_length={max_steps_in_episode!r} for {name} must be an int >= 1 (the time limit "
+                             "in env steps; Brax's trainers use 1000)")
+        super().__init__(int(max_steps_in_episode), auto_reset)
+        self._env = env
+        self.name = name
+        self._abstract_state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+        self._treedef = jax.tree.structure(self._abstract_state)
+        self._observation_space = observation_space_of(self._abstract_state.obs, f"{name}'s observation")
+        self._action_space = spaces.Box(-1.0, 1.0, (int(env.action_size),), jnp.float32)
+
+    @property
+    def unwrapped_suite_env(self) -> Any:
+        """The suite's own env, for stepping it by hand."""
+        return self._env
+
+    def action_space(self, params: Any = None) -> spaces.Box:
+        """Box [-1, 1]^action_size: both suites scale [-1, 1] to the actuators' ranges."""
+        return self._action_space
+
+    def observation_space(self, params: Any = None) -> Any:
+        return self._observation_space
+
+    def suite_state(self, inner: tuple) -> Any:
+        """The suite's own `State` of an inner state (the tuple of its leaves)."""
+        return jax.tree.unflatten(self._treedef, list(inner))
+
+    def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[Any, tuple]:
+        state = self._env.reset(key)
+        return state.obs, self._leaves_like_reset(state)
+
+    def step_env(self, key: jax.Array, inner: tuple, action: jax.Array, params: SuiteParams) -> tuple:
+        # the suites' step takes no key: what randomness a step needs lives in its state
+        state = self._env.step(self.suite_state(inner), action)
+        leaves = self._leaves_like_reset(state)
+        return state.obs, leaves, state.reward, state.done != 0, jnp.zeros((), jnp.bool_)
+
+    def _leaves_like_reset(self, state: Any) -> tuple:
+        """`state`'s leaves, each an array of the shape and dtype `reset` gives it."""
+        leaves, treedef = jax.tree.flatten(state)
+        reference, reference_def = jax.tree.flatten(self._abstract_state)
+        if treedef != reference_def:
+            raise ValueError(f"{self.name}'s step returned a state whose structure differs from its reset's "
+                             f"({treedef} vs {reference_def}): its state must keep one structure to be carried")
+        typed = [jnp.asarray(leaf, ref.dtype) for leaf, ref in zip(leaves, reference)]
+        changed = [(i, leaf.shape, ref.shape) for i, (leaf, ref) in enumerate(zip(typed, reference))
+                   if leaf.shape != ref.shape]
+        if changed:
+            raise ValueError(f"{self.name}'s step changed the shapes of its state's leaves (index, step's, "
+                             f"reset's): {changed}; its state must keep one structure to be carried")
+        return tuple(typed)

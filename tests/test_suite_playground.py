@@ -1,0 +1,123 @@
+"""The MuJoCo Playground adapter (`--env playground:ID`, envs/suites/playground.py) against Playground's
+own step, and runs through it.
+
+CartpoleBalance, as the DM Control Suite's envs, ends only by its time limit or by a NaN in the
+physics (`done`): the time limit is checked with a 3-step episode, the termination with a NaN
+action, each adapter step beside Playground's own step of the same state in one jitted program.
+The adapter's shared part (`brax_api.BraxApiEnv`: dict observations, every learner) is covered
+on Brax's cheap envs in test_suite_brax.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnax.environments import spaces
+from mujoco_playground import dm_control_suite, locomotion
+
+from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.envs.suites import make_suite_env, suite_env_ids
+from jaxrl_async.trainer.training import train
+
+CARTPOLE = "playground:CartpoleBalance"
+
+
+def test_ids_are_playground_dm_control_and_locomotion():
+    ids = suite_env_ids("playground")
+    assert ids == sorted(f"playground:{name}" for name in {*dm_control_suite.ALL_ENVS, *locomotion.ALL_ENVS})
+    assert CARTPOLE in ids and "playground:Go1JoystickFlatTerrain" in ids
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(gravity=3), r"playground:CartpoleBalance has no config field 'gravity': its config's fields are "),
+    (dict(impl="cuda"), "impl='cuda' must be one of auto, jax, warp"),
+    (dict(action_repeat=2), "action_repeat != 1 is not supported"),
+    (dict(auto_reset="never"), "auto_reset='never' must be 'full'"),
+])
+def test_bad_keywords_name_the_fix(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_suite_env(CARTPOLE, **kwargs)
+
+
+def test_spaces_time_limit_and_cpu_impl():
+    env = make_suite_env(CARTPOLE)
+    assert env.action_space().shape == (1,) and float(env.action_space().low) == -1.0
+    assert isinstance(env.observation_space(), spaces.Box) and env.observation_space().shape == (5,)
+    assert env.default_params.max_steps_in_episode == 1000  # the env config's episode_length
+    assert env.unwrapped_suite_env.mjx_model.impl.value == "jax"  # 'auto' on the CPU
+    assert make_suite_env(CARTPOLE, episode_length=7).default_params.max_steps_in_episode == 7
+    assert env.auto_reset == "cached"  # Playground's own training default: its reset costs more than its step
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    """A 3-step CartpoleBalance: the adapter's step beside Playground's step of the same state."""
+    env = make_suite_env(CARTPOLE, episode_length=3, auto_reset="full")
+    suite = env.unwrapped_suite_env
+
+    @jax.jit
+    def step_both(key, state, action):
+        return env.step(key, state, action), suite.step(env.suite_state(state.inner), action)
+
+    return env, jax.jit(env.reset), step_both, jax.jit(suite.reset)
+
+
+def test_time_limit_truncates_and_resets_as_playground_steps(cartpole):
+    env, reset, step_both, suite_reset = cartpole
+    key = jax.random.PRNGKey(0)
+    obs, state = reset(key)
+    np.testing.assert_array_equal(obs, suite_reset(key).obs)
+    for t, action in enumerate([0.5, -1.0, 1.0], start=1):
+        step_key = jax.random.fold_in(key, t)
+        (obs, state, reward, terminated, truncated, info), theirs = step_both(step_key, state, jnp.array([action]))
+        np.testing.assert_array_equal(reward, theirs.reward)
+        assert 0.0 < float(reward) <= 1.0  # the dense balance reward, upright * centered * ...
+        np.testing.assert_array_equal(info["final_observation"], theirs.obs)
+        assert not bool(terminated) and bool(truncated) == (t == 3)
+    # after the limit: a fresh episode from the step key's reset half, the clock back at 0 (the reset
+    # compiled inside the step's program and alone may differ in the last bit: mjx.forward's fusions)
+    np.testing.assert_allclose(obs, suite_reset(jax.random.split(step_key)[1]).obs, rtol=1e-6, atol=1e-9)
+    assert int(state.time) == 0
+
+
+def test_nan_physics_terminates_and_the_reset_clears_it(cartpole):
+    env, reset, step_both, suite_reset = cartpole
+    key = jax.random.PRNGKey(1)
+    _, state = reset(key)
+    (obs, state, _, terminated, truncated, info), theirs = step_both(key, state, jnp.array([jnp.nan]))
+    assert bool(theirs.done) and bool(terminated) and not bool(truncated)  # Playground's done: a NaN state
+    assert np.isnan(np.asarray(info["final_observation"])).any()
+    np.testing.assert_allclose(obs, suite_reset(jax.random.split(key)[1]).obs, rtol=1e-6, atol=1e-9)
+    assert not np.allclose(obs, suite_reset(key).obs)  # a fresh draw, not the episode's own start
+    assert np.isfinite(np.asarray(obs)).all() and int(state.time) == 0
+
+
+def small(run_dir, **overrides) -> TrainConfig:
+    fields = dict(env=CARTPOLE, num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4, eval_episodes=2,
+                  eval_interval=0, iterations_per_call=2, checkpoint_interval=2,
+                  env_kwargs=("episode_length=20",), run_dir=str(run_dir))
+    fields.update(overrides)
+    return TrainConfig(**fields, network=NetworkConfig(hidden_sizes=(16,)),
+                       learner=LearnerConfig(update_epochs=1, num_minibatches=2))
+
+
+def test_fused_run_resumes_to_the_same_bits(tmp_path):
+    full = train(small(tmp_path / "full"), console=False)
+    assert full.completed and np.isfinite(full.summary["final_eval_return_mean"])
+    cfg = small(tmp_path / "resumed")
+    assert not train(cfg, console=False, stop_after_updates=2).completed
+    resumed = train(cfg, console=False, resume=True)
+    assert resumed.completed and resumed.summary["params_digest"] == full.summary["params_digest"]
+
+
+def test_async_sac_run_with_full_reset(tmp_path):
+    cfg = small(tmp_path / "sac", algo="sac", mode="async", lag="1", num_envs=2, num_steps=4,
+                total_timesteps=2 * 4 * 8, env_kwargs=("episode_length=20", "auto_reset=full"))
+    cfg = cfg.with_fields(replay_capacity=256, learning_starts=16, replay_ratio=1, replay_batch_size=16)
+    result = train(cfg, console=False)
+    assert result.completed and result.summary["env_steps"] == cfg.total_timesteps
+    assert np.isfinite(result.summary["final_eval_return_mean"])
