@@ -57,7 +57,7 @@ class Preset:
         """`config` with this preset's settings over it (its env kept), recorded in `preset`."""
         settings = dict(self.settings)
         nested = {name: dataclasses.replace(getattr(config, name), **settings.pop(name, {}))
-                  for name in ("network", "learner", "replay", "dqn", "sac")}
+                  for name in ("network", "learner", "replay", "dqn", "sac", "td3")}
         return dataclasses.replace(config, **settings, **nested, preset=self.name)
 
 
