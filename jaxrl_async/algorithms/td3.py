@@ -25,10 +25,12 @@ actions in [-1, 1]^D, and every noise scale is in those units (a fraction of hal
 range, as the paper's fractions of `max_action`). The actor follows the first critic alone, as in
 the paper (the second only curbs the target's overestimation).
 
-Between two delayed steps the actor and the three target networks do not change. The metrics
-`actor_loss` and `actor_grad_norm` are the actor's at each gradient step nevertheless: where the
-step does not update the actor, its loss at the new critics is computed forward only (the gradient
-norm is then zero), so the figures are every step's, not a mean diluted by the steps in between.
+Between two delayed steps the actor and the three target networks do not change, and nothing of
+the actor is computed (with one seed the step's `lax.cond` skips it; vmapped seeds run both branches
+as a select). Its metrics are therefore the delayed steps' alone: a step reports `actor_loss` and
+`actor_grad_norm` where it updated the actor and 0 elsewhere, with `actor_updates` 1 or 0, and the
+metrics lines divide the window's sums by the actor updates in it (`td3_host_hooks`), so they show
+the mean over actor updates, not one diluted by the steps in between.
 
 Warm-up: until the first gradient step the rollout acts uniformly over the action box (the
 policy's `random_actions`), the paper's `start_timesteps` of random actions. Once TD3 has
@@ -41,6 +43,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -52,7 +55,7 @@ from jaxrl_async.algorithms.sgd import LearnerHyperparams
 from jaxrl_async.core.optimizer import make_optimizer, sgd_step
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
 from jaxrl_async.nets.td3 import TD3Nets, make_td3_policy
-from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
+from jaxrl_async.types import Algorithm, HostHooks, Learner, LearnerState, Trajectory
 
 
 @struct.dataclass
@@ -160,9 +163,8 @@ def make_td3(cfg, replay_cfg, td3_cfg, policy: Policy, nets: TD3Nets, *, num_upd
             return actor, targets, actor_opt, loss, optax.tree.norm(grads)
 
         def hold(actor, critic, targets, actor_opt, batch):
-            # the actor and the targets wait for the next delayed step; its loss is still reported
-            targets = targets.replace(critic=critic)
-            return actor, targets, actor_opt, actor_loss_on_batch(nets, actor, critic, batch), jnp.zeros(())
+            # the actor and the targets wait for the next delayed step
+            return actor, targets.replace(critic=critic), actor_opt, jnp.zeros(()), jnp.zeros(())
 
         def gradient_step(carry, step_key):
             actor, targets, opt_state, steps_before, (priorities, max_priority) = carry
@@ -212,7 +214,26 @@ def make_td3(cfg, replay_cfg, td3_cfg, policy: Policy, nets: TD3Nets, *, num_upd
         # params a version behind do not know yet (async lag >= 1)
         return params.replace(random_actions=params.random_actions & (env_steps < replay_cfg.learning_starts))
 
-    return Algorithm(init, update, behaviour, host=host_hooks(replay_cfg))
+    return Algorithm(init, update, behaviour, host=td3_host_hooks(replay_cfg))
+
+
+ACTOR_METRICS = ("actor_loss", "actor_grad_norm")
+
+
+def td3_host_hooks(replay_cfg) -> HostHooks:
+    """The replay learners' host hooks (`replay/learner.py`), with each metrics line's `actor_loss` and
+    `actor_grad_norm` the means over the window's actor updates (None in a window without one)
+    rather than over its iterations: the update reports them where the actor moved, 0 elsewhere."""
+    hooks = host_hooks(replay_cfg)
+
+    def figures(sums: dict, samples: int, seconds: float, final: LearnerState | None = None) -> dict:
+        out = hooks.figures(sums, samples, seconds, final)
+        if final is None and "actor_updates" in sums:
+            updates = float(np.sum(sums["actor_updates"]))
+            out.update({name: float(np.sum(sums[name])) / updates if updates > 0 else None for name in ACTOR_METRICS})
+        return out
+
+    return hooks._replace(figures=figures)
 
 
 def _networks(cfg, obs_shape, action_space):
