@@ -120,8 +120,9 @@ def test_critic_loss_on_a_buffer_smooths_masks_terminations_and_bootstraps_trunc
     assert (np.abs(target_noise * noise) > noise_clip).any()  # the noise clip bites
     a_next = np.clip(np.tanh(0.5 * nxt) + smoothing, -1.0, 1.0)
     assert (a_next == 1.0).any()  # so does the action's
-    q_next = np.minimum(0.8 * nxt + 1.0 * a_next, 0.6 * nxt + 3.0 * a_next)
-    assert (0.8 * nxt + a_next < 0.6 * nxt + 3.0 * a_next).any() and (0.8 * nxt + a_next > 0.6 * nxt + 3.0 * a_next).any()
+    q_first, q_second = 0.8 * nxt + 1.0 * a_next, 0.6 * nxt + 3.0 * a_next
+    q_next = np.minimum(q_first, q_second)
+    assert (q_first < q_second).any() and (q_first > q_second).any()  # each twin is the min somewhere
     y = r + np.where(term, 0.0, gamma * q_next)
     np.testing.assert_allclose(y[row == 1], 2.0)  # the termination: the reward alone
     truncated = row == 2  # the time limit: bootstrapped from the pre-reset observation 7
