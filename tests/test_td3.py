@@ -364,6 +364,14 @@ def test_algo_td3_starts_from_its_preset():
     assert cfg.td3.policy_delay == 3  # a flag given overrides the preset
 
 
+def test_envs_lists_the_td3_preset(capsys):
+    from jaxrl_async.cli.main import main
+
+    assert main(["envs"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
+    assert rows["Pendulum-v1:td3"][1:4] == ["td3", "50,000", "-144.9"]
+
+
 def test_config_json_round_trips_the_td3_section():
     cfg = TrainConfig(env="Pendulum-v1", algo="td3").with_fields(policy_delay=4, target_noise=0.1,
                                                                  exploration_noise=0.3)
