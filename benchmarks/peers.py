@@ -3,6 +3,7 @@ in a fresh process, alternated A B A B ... in one command; medians and ratios pr
 
     python -m benchmarks.peers --rejax-python .venv-rejax/bin/python --cases ppo --rounds 3
     python -m benchmarks.peers --rejax-python .venv-rejax/bin/python --cases dqn sac --total-timesteps 50000
+    python -m benchmarks.peers --rejax-python .venv-rejax/bin/python --sb3-python .venv-sb3/bin/python --cases td3
     python -m benchmarks.peers --sb3-python .venv-sb3/bin/python --cases dqn sac --total-timesteps 20000
     python -m benchmarks.peers --quick          # our side only, tiny budgets (the smoke test)
 
@@ -78,6 +79,8 @@ CASES = {
                           ("dqn", "cartpole_ours"), ("dqn", "CartPole-v1", "ours")),
     "sac": PeerCase(presets.config_for("Pendulum-v1", algo="sac"), ("sac", "pendulum_ours"),
                     ("sac", "Pendulum-v1", "ours")),
+    "td3": PeerCase(presets.config_for("Pendulum-v1", algo="td3"), ("td3", "pendulum_ours"),
+                    ("td3", "Pendulum-v1", "ours")),
     # MinAtar has no gymnasium twin, so no SB3 / sbx side
     "dqn-breakout": PeerCase(DQN_BREAKOUT, ("dqn", "breakout_ours"), None),
 }
@@ -87,8 +90,8 @@ CASES = {
 class PeersConfig:
     """Ours beside rejax 0.1.3 and SB3 / sbx, alternated in one command."""
 
-    cases: tuple[Literal["ppo", "dqn", "dqn-1step", "sac", "dqn-breakout"], ...] = ("ppo",)
-    """Configs to compare (ppo: the #14 reference; dqn, dqn-1step: CartPole-v1; sac: Pendulum-v1;
+    cases: tuple[Literal["ppo", "dqn", "dqn-1step", "sac", "td3", "dqn-breakout"], ...] = ("ppo",)
+    """Configs to compare (ppo: the #14 reference; dqn, dqn-1step: CartPole-v1; sac, td3: Pendulum-v1;
     dqn-breakout: DQN on Breakout-MinAtar at 1e6 steps, rejax only)."""
     rounds: int = 3
     """Alternations A B A B ...: runs per side."""

@@ -1,11 +1,11 @@
-"""rejax 0.1.3's PPO, DQN and SAC timed on this machine: run by the rejax virtualenv's python
+"""rejax 0.1.3's PPO, DQN, SAC and TD3 timed on this machine: run by the rejax virtualenv's python
 (rejax needs gymnax 0.0.9's five-value `step`, so it cannot share our environment), driven by
 `benchmarks/peers.py`. Extends `../shared/peers/bench_rejax.py` (same timing, same PPO presets)
 to the off-policy learners; this file imports nothing of ours.
 
 usage: python benchmarks/peers_rejax.py ALGO PRESET NSEEDS REPEATS [TOTAL_TIMESTEPS]
        python benchmarks/peers_rejax.py ALGO PRESET hlo FILE
-  ALGO: ppo | dqn | sac;   PRESET: a key of PRESETS[ALGO]
+  ALGO: ppo | dqn | sac | td3;   PRESET: a key of PRESETS[ALGO]
   NSEEDS=0 -> jit(algo.train)(rng); k -> jit(vmap(algo.train))(k rngs)
   hlo: write the optimised HLO of one compiled `train_iteration` to FILE (for its op count)
 
@@ -15,7 +15,9 @@ mean return is reported. One JSON line per repeat, then a SUMMARY line.
 
 rejax's off-policy iteration is one step of num_envs envs, then num_epochs gradient steps
 (once global_step > fill_buffer); its target network moves every target_update_freq env steps
-by target <- polyak*target + (1-polyak)*online.
+by target <- polyak*target + (1-polyak)*online. Its TD3 iteration is policy_delay rounds of (one
+step of num_envs envs, then num_epochs critic steps), then num_epochs actor steps and one move of
+both targets.
 """
 import json
 import statistics
@@ -24,7 +26,7 @@ import time
 
 import jax
 import numpy as np
-from rejax import DQN, PPO, SAC
+from rejax import DQN, PPO, SAC, TD3
 
 PPO_PRESETS = {
     # PureJaxRL ppo.py's CartPole config: our CartPole-v1 preset (the package defaults)
@@ -63,7 +65,21 @@ SAC_PRESETS = {
                           total_timesteps=50_000),
 }
 
-ALGOS = {"ppo": (PPO, PPO_PRESETS), "dqn": (DQN, DQN_PRESETS), "sac": (SAC, SAC_PRESETS)}
+TD3_PRESETS = {
+    # our TD3 preset (presets.ALGO_PRESETS["td3"]): 4 envs x 1 step, 2 gradient steps of batch 256 per
+    # iteration (num_epochs=2), the actor and the targets every 2nd (policy_delay=2), Adam 3e-4, gamma 0.99,
+    # relu 64x64 (rejax's TD3 networks are 64x64), buffer 100k, learning from 1,000 transitions. Our noises
+    # are fractions of half the action range; rejax's are in env units, so on Pendulum's [-2, 2] they are
+    # twice ours: exploration 0.1 -> 0.2, target smoothing 0.2 -> 0.4 clipped at 0.5 -> 1.0. Our targets move
+    # by tau 0.005 at each of the 2 actor steps of 8 env steps, rejax's once after both: polyak 0.99.
+    "pendulum_ours": dict(env="Pendulum-v1", actor_kwargs=dict(activation="relu"),
+                          critic_kwargs=dict(activation="relu"), num_envs=4, num_epochs=2, policy_delay=2,
+                          batch_size=256, buffer_size=100_000, fill_buffer=1_000, learning_rate=3e-4,
+                          max_grad_norm=1000.0, gamma=0.99, target_update_freq=1, polyak=0.99,
+                          exploration_noise=0.2, target_noise=0.4, target_noise_clip=1.0, total_timesteps=50_000),
+}
+
+ALGOS = {"ppo": (PPO, PPO_PRESETS), "dqn": (DQN, DQN_PRESETS), "sac": (SAC, SAC_PRESETS), "td3": (TD3, TD3_PRESETS)}
 
 
 def main(argv):
@@ -81,7 +97,8 @@ def main(argv):
             f.write(jax.jit(algo.train_iteration).lower(ts).compile().as_text())
         return
     nseeds, repeats = int(argv[3]), int(argv[4])
-    per_iteration = algo.num_envs * (algo.num_steps if name == "ppo" else 1)
+    per_iteration = algo.num_envs * {"ppo": getattr(algo, "num_steps", 1), "td3": getattr(algo, "policy_delay", 1)}.get(
+        name, 1)
     iters = int(np.ceil(algo.eval_freq / per_iteration)) * int(np.ceil(algo.total_timesteps / algo.eval_freq))
     steps_per_seed = iters * per_iteration
 

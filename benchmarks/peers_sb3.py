@@ -1,10 +1,10 @@
-"""Stable-Baselines3 (PyTorch CPU) and sbx (JAX) PPO, DQN and SAC on gymnasium envs, timed on
+"""Stable-Baselines3 (PyTorch CPU) and sbx (JAX) PPO, DQN, SAC and TD3 on gymnasium envs, timed on
 this machine: run by the SB3 virtualenv's python, driven by `benchmarks/peers.py`. A copy of
 `../shared/peers/bench_sb3.py` (same PPO presets, same timing) with DQN and SAC added; this
 file imports nothing of ours.
 
 usage: python benchmarks/peers_sb3.py {sb3|sbx} ENV TOTAL_TIMESTEPS SEED [PRESET] [ALGO]
-ALGO ppo (default) | dqn | sac.
+ALGO ppo (default) | dqn | sac | td3.
 PPO presets: "pjrl" (CartPole default), "default", "zoo_pendulum" (see ../shared/peers/bench_sb3.py).
 DQN preset "ours": our DQN CartPole-v1 config (experiments/dqn_cartpole.py): 8 envs (DummyVecEnv),
   train_freq 32 steps per env (256 transitions), then 128 gradient steps of batch 64, lr 2.3e-3
@@ -15,6 +15,11 @@ DQN preset "ours": our DQN CartPole-v1 config (experiments/dqn_cartpole.py): 8 e
 SAC preset "ours": our SAC preset (presets.ALGO_PRESETS["sac"]): 1 env, 1 gradient step per env
   step, batch 256, lr 3e-4, buffer 100k, learning_starts 1000, tau 0.005, gamma 0.99, relu 64x64,
   temperature learned from 1.0 towards -|A|. Difference: ours clips gradients at norm 1000.
+TD3 preset "ours": our TD3 preset (presets.ALGO_PRESETS["td3"]): 4 envs (DummyVecEnv), train_freq 1
+  step per env (4 transitions), then 2 gradient steps of batch 256, the actor and the targets every
+  2nd (policy_delay 2), lr 3e-4, buffer 100k, learning_starts 1000, tau 0.005, gamma 0.99, relu 64x64,
+  Gaussian exploration noise 0.1 and target smoothing 0.2 clipped at 0.5, all in the action box
+  rescaled to [-1, 1] as ours. Difference: ours clips gradients at norm 1000.
 
 Timing: wall time of model.learn() (env stepping in Python, acting and updates). sbx compiles
 inside learn(), so with WARMUP=1 (default) a throw-away model of the same shapes runs a short
@@ -39,13 +44,13 @@ if lib == "sb3":
     import torch
     torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "1")))
     import stable_baselines3 as libmod
-    from stable_baselines3 import DQN, PPO, SAC
+    from stable_baselines3 import DQN, PPO, SAC, TD3
     import torch.nn as nn
     ACT = {"tanh": nn.Tanh, "relu": nn.ReLU}
 else:
     import flax.linen as fnn
     import sbx as libmod
-    from sbx import DQN, PPO, SAC
+    from sbx import DQN, PPO, SAC, TD3
     ACT = {"tanh": fnn.tanh, "relu": fnn.relu}
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
@@ -55,7 +60,7 @@ def lin(v):
     return lambda frac: frac * v
 
 
-CLS = {"ppo": PPO, "dqn": DQN, "sac": SAC}[algo]
+CLS = {"ppo": PPO, "dqn": DQN, "sac": SAC, "td3": TD3}[algo]
 warm_steps = None  # env steps of sbx's warm-up learn(): enough for every compiled function to run
 if algo == "ppo" and preset == "pjrl":
     n_envs = 4
@@ -81,6 +86,16 @@ elif algo == "sac" and preset == "ours":
               gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto_1.0", target_entropy="auto",
               policy_kwargs=dict(net_arch=[64, 64], activation_fn=ACT["relu"]))
     warm_steps = 1_000 + 10
+elif algo == "td3" and preset == "ours":
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    n_envs = 4
+    dim = int(np.prod(gym.make(ENV).action_space.shape))
+    kw = dict(learning_rate=3e-4, buffer_size=100_000, learning_starts=1_000, batch_size=256, tau=0.005,
+              gamma=0.99, train_freq=1, gradient_steps=2, policy_delay=2, target_policy_noise=0.2,
+              target_noise_clip=0.5, action_noise=NormalActionNoise(np.zeros(dim), 0.1 * np.ones(dim)),
+              policy_kwargs=dict(net_arch=[64, 64], activation_fn=ACT["relu"]))
+    warm_steps = 1_000 + 4 * 10
 elif preset == "default":
     n_envs = 1
     kw = {}

@@ -52,7 +52,7 @@ def host_env_kind(env_id: str) -> str | None:
 
 
 # The learners' names, as `--algo` takes them (the registry: `algorithms/__init__.py`)
-ALGORITHMS = ("ppo", "a2c", "reinforce", "impala", "dqn", "sac")
+ALGORITHMS = ("ppo", "a2c", "reinforce", "impala", "dqn", "sac", "td3")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "elu")
 MATMUL_PRECISIONS = ("default", "float32", "tensorfloat32", "bfloat16")
 
@@ -152,27 +152,27 @@ class LearnerConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ReplayConfig:
-    """The replay buffer of the off-policy learners (--algo dqn, --algo sac): one buffer, one set
-    of flags for both."""
+    """The replay buffer of the off-policy learners (--algo dqn, sac, td3): one buffer, one set
+    of flags for all."""
 
     replay_capacity: int = 100_000
-    """DQN, SAC: transitions the replay buffer holds per seed (rounded down to whole rows of num_envs)."""
+    """DQN, SAC, TD3: transitions the replay buffer holds per seed (rounded down to whole rows of num_envs)."""
     learning_starts: int = 10_000
-    """DQN, SAC: transitions in the buffer before the first gradient step (a resume without the buffer waits again)."""
+    """DQN, SAC, TD3: transitions in the buffer before the first gradient step (a resume without the buffer waits again)."""
     replay_ratio: int = 1
-    """DQN, SAC: gradient steps per iteration, i.e. per num_envs*num_steps env steps added to the buffer."""
+    """DQN, SAC, TD3: gradient steps per iteration, i.e. per num_envs*num_steps env steps added to the buffer."""
     replay_batch_size: int = 128
-    """DQN, SAC: transitions sampled (uniformly, or by priority: priority_exponent) per gradient step."""
+    """DQN, SAC, TD3: transitions sampled (uniformly, or by priority: priority_exponent) per gradient step."""
     n_step: int = 1
-    """DQN, SAC: steps in the return before bootstrapping (cut at terminations and time limits)."""
+    """DQN, SAC, TD3: steps in the return before bootstrapping (cut at terminations and time limits)."""
     checkpoint_replay: bool = False
-    """DQN, SAC: save the replay buffer in checkpoints (a resume is then bit-identical; without it the buffer refills)."""
+    """DQN, SAC, TD3: save the replay buffer in checkpoints (a resume is then bit-identical; without it the buffer refills)."""
     priority_exponent: float = 0.0
-    """DQN, SAC: prioritised replay's alpha: transitions are drawn in proportion to (|TD error| + priority_epsilon)^alpha (Schaul et al. 2016, proportional; 0.6 is the paper's); 0 draws uniformly, exactly as without prioritised replay."""
+    """DQN, SAC, TD3: prioritised replay's alpha: transitions are drawn in proportion to (|TD error| + priority_epsilon)^alpha (Schaul et al. 2016, proportional; 0.6 is the paper's); 0 draws uniformly, exactly as without prioritised replay."""
     priority_weight_exponent: float = 0.4
-    """DQN, SAC: prioritised replay's beta, the importance-sampling exponent at the start of the run, annealed linearly to 1 at its end; the loss of each sampled transition is weighted by (N P)^-beta / max over the batch (unused when priority_exponent is 0)."""
+    """DQN, SAC, TD3: prioritised replay's beta, the importance-sampling exponent at the start of the run, annealed linearly to 1 at its end; the loss of each sampled transition is weighted by (N P)^-beta / max over the batch (unused when priority_exponent is 0)."""
     priority_epsilon: float = 1e-6
-    """DQN, SAC: added to |TD error| before the exponent, so no written transition's priority is 0 (unused when priority_exponent is 0)."""
+    """DQN, SAC, TD3: added to |TD error| before the exponent, so no written transition's priority is 0 (unused when priority_exponent is 0)."""
 
     def __post_init__(self):
         _check(self.replay_capacity >= 1, "replay_capacity", self.replay_capacity, "must be >= 1")
@@ -249,7 +249,38 @@ class SACConfig:
                self.init_temperature, "must be a finite number > 0")
 
 
-OFF_POLICY_ALGOS = ("dqn", "sac")
+@dataclasses.dataclass(frozen=True)
+class TD3Config:
+    """TD3 (--algo td3): exploration, target policy smoothing, the delayed actor and its targets.
+    Every noise is in the unit action box [-1, 1]^D, i.e. a fraction of half the env's action
+    range. The replay flags are `ReplayConfig`'s; the learning rate (of the actor and the
+    critics alike), gamma and max_grad_norm are the learner flags."""
+
+    exploration_noise: float = 0.1
+    """TD3: std of the Gaussian noise added to the actor's action when acting, a fraction of half the action range (the paper's 0.1); the noise is correlated over time with --action-noise-correlation."""
+    policy_delay: int = 2
+    """TD3: gradient steps per update of the actor and the target networks (the critics learn at every one)."""
+    target_noise: float = 0.2
+    """TD3: std of the Gaussian noise added to the target actor's action in the critics' target (target policy smoothing; 0 turns it off)."""
+    target_noise_clip: float = 0.5
+    """TD3: the target policy smoothing noise is clipped to [-target_noise_clip, target_noise_clip]."""
+    target_tau: float = 0.005
+    """TD3: the target actor's and critics' Polyak step at each actor update, target <- tau*online + (1-tau)*target."""
+
+    def __post_init__(self):
+        _check(math.isfinite(self.exploration_noise) and self.exploration_noise > 0, "exploration_noise",
+               self.exploration_noise, "must be a finite number > 0, a fraction of half the action range (e.g. 0.1)")
+        _check(isinstance(self.policy_delay, int) and self.policy_delay >= 1, "policy_delay", self.policy_delay,
+               "must be a count of gradient steps >= 1 (1: the actor learns at every step; the paper's: 2)")
+        _check(math.isfinite(self.target_noise) and self.target_noise >= 0, "target_noise", self.target_noise,
+               "must be a finite number >= 0 (0: no target policy smoothing; the paper's: 0.2)")
+        _check(math.isfinite(self.target_noise_clip) and self.target_noise_clip >= 0, "target_noise_clip",
+               self.target_noise_clip, "must be a finite number >= 0 (the paper's: 0.5)")
+        _check(0.0 < self.target_tau <= 1.0, "target_tau", self.target_tau,
+               "must be in (0, 1]: the target networks move that part of the way at each actor update")
+
+
+OFF_POLICY_ALGOS = ("dqn", "sac", "td3")
 
 
 REPLAY_FIELDS = tuple(field.name for field in dataclasses.fields(ReplayConfig))
@@ -279,7 +310,7 @@ class TrainConfig:
     preset: str = "none"
     """Preset the settings start from: 'auto' (the CLI's default: the env's own preset, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/presets.py). Recorded in config.json."""
     algo: Literal[ALGORITHMS] = "ppo"
-    """Learning algorithm; all share the rollout and the learner hyperparameters below (dqn and sac: also the replay flags, --replay-capacity ..., and their own; sac needs Box actions)."""
+    """Learning algorithm; all share the rollout and the learner hyperparameters below (dqn, sac and td3: also the replay flags, --replay-capacity ..., and their own; sac and td3 need Box actions)."""
     total_timesteps: int = 500_000
     """Environment steps per seed."""
     num_envs: int = 4
@@ -291,7 +322,7 @@ class TrainConfig:
     num_seeds: int = 1
     """Independent seeds trained side by side (vmapped in one jit)."""
     mode: Literal["fused", "async"] = "fused"
-    """'fused': K iterations per jit call; 'async': a rollout thread overlaps acting with learning (dqn, sac: the actor hands each fragment to the learner, which adds it to the replay buffer and takes replay_ratio gradient steps)."""
+    """'fused': K iterations per jit call; 'async': a rollout thread overlaps acting with learning (dqn, sac, td3: the actor hands each fragment to the learner, which adds it to the replay buffer and takes replay_ratio gradient steps)."""
     lag: Literal["0", "1", "latest"] = "1"
     """Async mode: params the actor uses for rollout k: '0' version k (lock step, identical to fused), '1' version k-1 (overlapped, deterministic), 'latest' (free-running)."""
     buffer_size: int = 1
@@ -341,6 +372,7 @@ class TrainConfig:
     replay: ReplayConfig = ReplayConfig()
     dqn: DQNConfig = DQNConfig()
     sac: SACConfig = SACConfig()
+    td3: TD3Config = TD3Config()
 
     def __post_init__(self):
         _check(self.total_timesteps >= 1, "total_timesteps", self.total_timesteps, "must be >= 1")
@@ -491,8 +523,9 @@ class TrainConfig:
         # runs saved before the replay flags had a section of their own hold them under "dqn"
         replay = {**{name: dqn.pop(name) for name in REPLAY_FIELDS if name in dqn}, **data.pop("replay", {})}
         sac = SACConfig(**data.pop("sac", {}))
+        td3 = TD3Config(**data.pop("td3", {}))
         return cls(**data, network=network, learner=learner, replay=ReplayConfig(**replay), dqn=DQNConfig(**dqn),
-                   sac=sac)
+                   sac=sac, td3=td3)
 
 
 # -- Speed settings per backend: how the loops of a run are laid out, never what they compute --

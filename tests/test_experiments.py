@@ -22,7 +22,7 @@ from experiments.common import COMPARISON_FILE, CURVE_FILE, bootstrap_ci, curve_
 
 # script -> rollouts in the smoke run (one host sync each: one point of the curve)
 ROLLOUTS = {"ppo_cartpole": 2, "ppo_acrobot": 2, "ppo_pendulum": 2, "ppo_breakout_minatar": 2, "dqn_cartpole": 2,
-            "sac_pendulum": 2}
+            "sac_pendulum": 2, "td3_pendulum": 2}
 
 
 @pytest.mark.parametrize("script", sorted(ROLLOUTS))
@@ -46,7 +46,7 @@ def test_script_smoke(script, tmp_path, capsys):
 
 @pytest.mark.parametrize("script, env, algo", [
     ("ppo_cartpole", "CartPole-v1", None), ("ppo_acrobot", "Acrobot-v1", None), ("ppo_pendulum", "Pendulum-v1", "ppo"),
-    ("sac_pendulum", "Pendulum-v1", None), ("ppo_breakout_minatar", "Breakout-MinAtar", None),
+    ("sac_pendulum", "Pendulum-v1", None), ("td3_pendulum", "Pendulum-v1", "td3"), ("ppo_breakout_minatar", "Breakout-MinAtar", None),
     ("recurrent_pomdp", "StatelessCartPole-v1", None)])
 def test_scripts_run_the_presets(script, env, algo):
     from jaxrl_async.trainer.presets import config_for

@@ -19,7 +19,8 @@ def test_an_unknown_learner_is_named_with_the_known_ones():
         algorithms.learner("sarsa")
 
 
-@pytest.mark.parametrize("algo, env", [("ppo", "CartPole-v1"), ("dqn", "CartPole-v1"), ("sac", "Pendulum-v1")])
+@pytest.mark.parametrize("algo, env", [("ppo", "CartPole-v1"), ("dqn", "CartPole-v1"), ("sac", "Pendulum-v1"),
+                                       ("td3", "Pendulum-v1")])
 def test_each_learner_builds_from_its_entry_alone(algo, env):
     from jaxrl_async.envs import make_env
     from jaxrl_async.envs.spaces import observation_shapes
@@ -33,4 +34,4 @@ def test_each_learner_builds_from_its_entry_alone(algo, env):
     algo_fns = entry.make(cfg, policy, nets, 1)
     assert isinstance(algo_fns, Algorithm)
     # only the replay learners keep state the host side treats apart (their buffer)
-    assert (algo_fns.host == HostHooks()) == (algo not in ("dqn", "sac"))
+    assert (algo_fns.host == HostHooks()) == (algo not in ("dqn", "sac", "td3"))

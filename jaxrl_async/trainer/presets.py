@@ -57,7 +57,7 @@ class Preset:
         """`config` with this preset's settings over it (its env kept), recorded in `preset`."""
         settings = dict(self.settings)
         nested = {name: dataclasses.replace(getattr(config, name), **settings.pop(name, {}))
-                  for name in ("network", "learner", "replay", "dqn", "sac")}
+                  for name in ("network", "learner", "replay", "dqn", "sac", "td3")}
         return dataclasses.replace(config, **settings, **nested, preset=self.name)
 
 
@@ -89,6 +89,18 @@ _SAC = dict(
     learner=dict(learning_rate=3e-4, anneal_lr=False, gamma=0.99, max_grad_norm=1000.0),
     replay=dict(replay_capacity=100_000, learning_starts=1_000, replay_ratio=1, replay_batch_size=256, n_step=1),
     sac=dict(tau=0.005, target_entropy="auto", init_temperature=1.0, learn_temperature=True))
+
+# TD3's settings: the paper's (Fujimoto et al. 2018: Adam 3e-4, batch 256, tau 0.005, gamma 0.99,
+# exploration noise 0.1, target smoothing 0.2 clipped at 0.5, policy delay 2, uniform random actions
+# first) with 64x64 ReLU networks, on 4 envs stepped once per iteration and 2 gradient steps per
+# iteration (half the paper's ratio: 25k gradient steps in 50k env steps; a quarter, 12.5k, left
+# seeds at -176 and -182 of 8, an eighth failed); made on Pendulum-v1.
+_TD3 = dict(
+    algo="td3", total_timesteps=50_000, num_envs=4, num_steps=1,
+    network=dict(hidden_sizes=(64, 64), activation="relu"),
+    learner=dict(learning_rate=3e-4, anneal_lr=False, gamma=0.99, max_grad_norm=1000.0),
+    replay=dict(replay_capacity=100_000, learning_starts=1_000, replay_ratio=2, replay_batch_size=256, n_step=1),
+    td3=dict(exploration_noise=0.1, policy_delay=2, target_noise=0.2, target_noise_clip=0.5, target_tau=0.005))
 
 _ALL = (
     # -- classic control ----------------------------------------------------------------------------
@@ -210,6 +222,11 @@ _OTHER_LEARNERS = (
             -179.4, "rejax's tuned Pendulum config; measured: -179.4 ± 32.1 over 5 seeds "
                     "(python -m experiments.ppo_pendulum); rejax reports -180"),
 )
+_OTHER_LEARNERS += (
+    _preset("Pendulum-v1:td3", _TD3, -144.9,
+            "TD3's settings; measured: -147.4, -134.5, -159.0, -134.8, -148.6 over 5 seeds at 50k steps "
+            "(python -m experiments.td3_pendulum)"),
+)
 ENV_LEARNER_PRESETS: dict[str, Preset] = {preset.name: preset for preset in _OTHER_LEARNERS}
 
 # A learner with a preset of its own starts from it under `--preset auto` on an env whose own
@@ -217,6 +234,9 @@ ENV_LEARNER_PRESETS: dict[str, Preset] = {preset.name: preset for preset in _OTH
 ALGO_PRESETS: dict[str, Preset] = {
     "sac": _preset("sac", _SAC, None,
                    "SAC's usual settings, 64x64 networks; Pendulum-v1: python -m experiments.sac_pendulum"),
+    "td3": _preset("td3", _TD3, None,
+                   "TD3's usual settings, 64x64 networks, half a gradient step per env step; Pendulum-v1: "
+                   "python -m experiments.td3_pendulum"),
 }
 
 
