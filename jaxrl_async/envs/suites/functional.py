@@ -16,7 +16,7 @@ where `step_env` never resets, `terminated` is the task's end (no bootstrap past
 - auto-reset inside `step`, the next episode drawn from a fresh key (as gymnax's step does), and
   `info["final_observation"]`, the observation before the reset, for the truncation bootstrap;
   under `vmap` only the envs whose episode ended run their reset (`autoreset.reset_where`: a
-  suite's reset may cost a hundred steps);
+  suite's reset may cost tens of steps);
 - float32 rewards and bool flags, whatever dtypes the suite returns.
 """
 
