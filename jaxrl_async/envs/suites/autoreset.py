@@ -4,7 +4,7 @@ gymnax's step (and `SuiteEnv`'s, before this) computes a reset every step and se
 the episode ended: `select(done, reset(key), stepped)`. Under `vmap` a `lax.cond` on `done`
 becomes that same select, so every env pays for a reset on every step. That is free for
 CartPole and ruinous for a suite whose reset builds a world: Craftax-Classic's reset generates a
-64x64 map, ~100x the cost of its step, and a rollout that paid it every step ran at 1% of the
+64x64 map, ~40x the cost of its step, and a rollout that paid it every step ran at 1% of the
 suite's own step rate.
 
 `reset_where(done, key, stepped, reset_fn)` returns what that select returns, element for

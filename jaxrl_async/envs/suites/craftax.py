@@ -12,7 +12,7 @@ first is a time limit, the rest the task's end. The adapter splits it with the s
 `timestep >= max_timesteps` (a step that is both is a termination, `SuiteEnv`). The env is built
 without Craftax's auto-reset, so the observation the step returns is the episode's last one,
 which `SuiteEnv` keeps as `info["final_observation"]` before resetting (only the envs whose
-episode ended: a Craftax reset generates a world, about a hundred steps' cost).
+episode ended: a Craftax reset generates a world, about forty steps' cost).
 
 `env_kwargs` set the fields of Craftax's `EnvParams` (`max_timesteps`, `day_length`, ...; fixed
 for the run) and of its `StaticEnvParams` (`map_size`, mob counts, ...).

@@ -16,7 +16,7 @@ where `step_env` never resets, `terminated` is the task's end (no bootstrap past
 - auto-reset inside `step`, the next episode drawn from a fresh key (as gymnax's step does), and
   `info["final_observation"]`, the observation before the reset, for the truncation bootstrap;
   under `vmap` only the envs whose episode ended run their reset (`autoreset.reset_where`: a
-  suite's reset may cost a hundred steps); or, with `auto_reset="cached"`, restarted from the
+  suite's reset may cost tens of steps); or, with `auto_reset="cached"`, restarted from the
   state the env's own first reset drew (what Brax's and Playground's training wrappers do): no
   reset at all inside `step`, which pays where episodes end somewhere in the batch at nearly every
   step (thousands of envs on a GPU, where `reset_where` resets the whole batch at once). Each env
