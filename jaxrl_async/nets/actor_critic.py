@@ -53,14 +53,20 @@ def _dense(features: int, scale: float, name: str | None = None) -> nn.Dense:
                     bias_init=nn.initializers.zeros, name=name)
 
 
+def _normalized(x, layer_norm: bool):
+    """`x`, layer-normalised over its features where asked (PQN's Q-network: `nets/q.py`)."""
+    return nn.LayerNorm()(x) if layer_norm else x
+
+
 class MLPTorso(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str
+    layer_norm: bool = False  # LayerNorm between each layer and its nonlinearity
 
     @nn.compact
     def __call__(self, x):
         for width in self.hidden_sizes:
-            x = _ACTIVATIONS[self.activation](_dense(width, np.sqrt(2.0))(x))
+            x = _ACTIVATIONS[self.activation](_normalized(_dense(width, np.sqrt(2.0))(x), self.layer_norm))
         return x
 
 
@@ -69,13 +75,15 @@ class CNNTorso(nn.Module):
 
     hidden_sizes: Sequence[int]
     activation: str
+    layer_norm: bool = False  # LayerNorm between each layer and its nonlinearity, the conv's included
 
     @nn.compact
     def __call__(self, x):
         act = _ACTIVATIONS[self.activation]
-        x = act(nn.Conv(16, (3, 3), kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(x))
+        x = act(_normalized(nn.Conv(16, (3, 3), kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(x),
+                            self.layer_norm))
         x = x.reshape(x.shape[:-3] + (-1,))
-        return MLPTorso(self.hidden_sizes, self.activation)(x)
+        return MLPTorso(self.hidden_sizes, self.activation, self.layer_norm)(x)
 
 
 class LeafEncoders(nn.Module):

@@ -57,7 +57,7 @@ class Preset:
         """`config` with this preset's settings over it (its env kept), recorded in `preset`."""
         settings = dict(self.settings)
         nested = {name: dataclasses.replace(getattr(config, name), **settings.pop(name, {}))
-                  for name in ("network", "learner", "replay", "dqn", "sac")}
+                  for name in ("network", "learner", "replay", "dqn", "sac", "pqn")}
         return dataclasses.replace(config, **settings, **nested, preset=self.name)
 
 
@@ -89,6 +89,29 @@ _SAC = dict(
     learner=dict(learning_rate=3e-4, anneal_lr=False, gamma=0.99, max_grad_norm=1000.0),
     replay=dict(replay_capacity=100_000, learning_starts=1_000, replay_ratio=1, replay_batch_size=256, n_step=1),
     sac=dict(tau=0.005, target_entropy="auto", init_temperature=1.0, learn_temperature=True))
+
+# DQN's settings (experiments/dqn_cartpole.py, the README's tuned config): 8 envs x 32 steps, then 128
+# gradient steps of batch 64 and a copy of the online network to the target, as Stable-Baselines3's
+# tuned CartPole config (train_freq 256, gradient_steps 128); the learning rate annealed to zero, so
+# the final policy is a settled one; made on CartPole-v1.
+_DQN = dict(
+    algo="dqn", total_timesteps=300_000, num_envs=8, num_steps=32,
+    network=dict(hidden_sizes=(64, 64), activation="relu"),
+    learner=dict(learning_rate=2.3e-3, anneal_lr=True, max_grad_norm=10.0, gamma=0.99),
+    replay=dict(replay_capacity=100_000, learning_starts=1_000, replay_ratio=128, replay_batch_size=64, n_step=1),
+    dqn=dict(target_update_period=128, target_update_tau=1.0, double_q=True, epsilon_start=1.0, epsilon_end=0.04,
+             epsilon_decay_fraction=0.16))
+
+# PQN's settings: rejax's PQN CartPole config (configs/gymnax/cartpole.yaml: 16 envs x 128 steps, 5 epochs
+# of 16 minibatches, Adam 3e-4, lambda 0.9, epsilon 1 -> 0.05 over half the run, 64x64 ReLU with
+# LayerNorm) with the learning rate annealed to zero as purejaxql's; made on CartPole-v1.
+_PQN = dict(
+    algo="pqn", total_timesteps=500_000, num_envs=16, num_steps=128,
+    network=dict(hidden_sizes=(64, 64), activation="relu"),
+    learner=dict(update_epochs=5, num_minibatches=16, learning_rate=3e-4, anneal_lr=True, max_grad_norm=10.0,
+                 gamma=0.99, gae_lambda=0.9),
+    dqn=dict(epsilon_start=1.0, epsilon_end=0.05, epsilon_decay_fraction=0.5),
+    pqn=dict(layer_norm=True))
 
 _ALL = (
     # -- classic control ----------------------------------------------------------------------------
@@ -185,6 +208,11 @@ _OTHER_LEARNERS = (
             -179.4, "rejax's tuned Pendulum config; measured: -179.4 ± 32.1 over 5 seeds "
                     "(python -m experiments.ppo_pendulum); rejax reports -180"),
 )
+# the value-based learners on CartPole-v1 (`--algo dqn` / `--algo pqn` alone)
+_OTHER_LEARNERS += (
+    _preset("CartPole-v1:dqn", _DQN, None, "DQN's settings (experiments/dqn_cartpole.py)"),
+    _preset("CartPole-v1:pqn", _PQN, None, "PQN's settings (rejax's PQN CartPole config, its learning rate annealed)"),
+)
 ENV_LEARNER_PRESETS: dict[str, Preset] = {preset.name: preset for preset in _OTHER_LEARNERS}
 
 # A learner with a preset of its own starts from it under `--preset auto` on an env whose own
@@ -192,6 +220,8 @@ ENV_LEARNER_PRESETS: dict[str, Preset] = {preset.name: preset for preset in _OTH
 ALGO_PRESETS: dict[str, Preset] = {
     "sac": _preset("sac", _SAC, None,
                    "SAC's usual settings, 64x64 networks; Pendulum-v1: python -m experiments.sac_pendulum"),
+    "dqn": _preset("dqn", _DQN, None, "DQN's settings made on CartPole-v1 (its preset CartPole-v1:dqn)"),
+    "pqn": _preset("pqn", _PQN, None, "PQN's settings made on CartPole-v1 (its preset CartPole-v1:pqn)"),
 }
 
 
