@@ -210,8 +210,12 @@ _OTHER_LEARNERS = (
 )
 # the value-based learners on CartPole-v1 (`--algo dqn` / `--algo pqn` alone)
 _OTHER_LEARNERS += (
-    _preset("CartPole-v1:dqn", _DQN, None, "DQN's settings (experiments/dqn_cartpole.py)"),
-    _preset("CartPole-v1:pqn", _PQN, None, "PQN's settings (rejax's PQN CartPole config, its learning rate annealed)"),
+    _preset("CartPole-v1:dqn", _DQN, 500.0,
+            "DQN's settings (experiments/dqn_cartpole.py); measured: 500.0 on every seed of 5 (jaxrl-async train "
+            "--env CartPole-v1 --algo dqn --num-seeds 5); at 500k steps one seed of the 5 ended at 321.8"),
+    _preset("CartPole-v1:pqn", _PQN, 500.0,
+            "PQN's settings (rejax's PQN CartPole config, its learning rate annealed); measured: 500.0 on every "
+            "seed of 10 (jaxrl-async train --env CartPole-v1 --algo pqn --num-seeds 5, --seed 0 and --seed 5)"),
 )
 ENV_LEARNER_PRESETS: dict[str, Preset] = {preset.name: preset for preset in _OTHER_LEARNERS}
 
