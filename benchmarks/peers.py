@@ -83,6 +83,9 @@ CASES = {
                     ("td3", "Pendulum-v1", "ours")),
     # MinAtar has no gymnasium twin, so no SB3 / sbx side
     "dqn-breakout": PeerCase(DQN_BREAKOUT, ("dqn", "breakout_ours"), None),
+    # PQN CartPole-v1: our preset (`--algo pqn` alone) beside rejax's own PQN config, the same shape (16 envs x
+    # 128 steps, 5 epochs x 16 minibatches, 64x64 with LayerNorm); ours anneals the learning rate. No SB3 / sbx PQN
+    "pqn": PeerCase(presets.config_for("CartPole-v1", algo="pqn"), ("pqn", "cartpole_rejax"), None),
 }
 
 
@@ -90,9 +93,9 @@ CASES = {
 class PeersConfig:
     """Ours beside rejax 0.1.3 and SB3 / sbx, alternated in one command."""
 
-    cases: tuple[Literal["ppo", "dqn", "dqn-1step", "sac", "td3", "dqn-breakout"], ...] = ("ppo",)
+    cases: tuple[Literal["ppo", "dqn", "dqn-1step", "sac", "td3", "dqn-breakout", "pqn"], ...] = ("ppo",)
     """Configs to compare (ppo: the #14 reference; dqn, dqn-1step: CartPole-v1; sac, td3: Pendulum-v1;
-    dqn-breakout: DQN on Breakout-MinAtar at 1e6 steps, rejax only)."""
+    dqn-breakout: DQN on Breakout-MinAtar at 1e6 steps, rejax only; pqn: CartPole-v1, rejax only)."""
     rounds: int = 3
     """Alternations A B A B ...: runs per side."""
     total_timesteps: int | None = None

@@ -1,11 +1,11 @@
-"""rejax 0.1.3's PPO, DQN, SAC and TD3 timed on this machine: run by the rejax virtualenv's python
+"""rejax 0.1.3's PPO, DQN, SAC, TD3 and PQN timed on this machine: run by the rejax virtualenv's python
 (rejax needs gymnax 0.0.9's five-value `step`, so it cannot share our environment), driven by
 `benchmarks/peers.py`. Extends `../shared/peers/bench_rejax.py` (same timing, same PPO presets)
 to the off-policy learners; this file imports nothing of ours.
 
 usage: python benchmarks/peers_rejax.py ALGO PRESET NSEEDS REPEATS [TOTAL_TIMESTEPS]
        python benchmarks/peers_rejax.py ALGO PRESET hlo FILE
-  ALGO: ppo | dqn | sac | td3;   PRESET: a key of PRESETS[ALGO]
+  ALGO: ppo | dqn | sac | td3 | pqn;   PRESET: a key of PRESETS[ALGO]
   NSEEDS=0 -> jit(algo.train)(rng); k -> jit(vmap(algo.train))(k rngs)
   hlo: write the optimised HLO of one compiled `train_iteration` to FILE (for its op count)
 
@@ -26,7 +26,7 @@ import time
 
 import jax
 import numpy as np
-from rejax import DQN, PPO, SAC, TD3
+from rejax import DQN, PPO, PQN, SAC, TD3
 
 PPO_PRESETS = {
     # PureJaxRL ppo.py's CartPole config: our CartPole-v1 preset (the package defaults)
@@ -79,7 +79,21 @@ TD3_PRESETS = {
                           exploration_noise=0.2, target_noise=0.4, target_noise_clip=1.0, total_timesteps=50_000),
 }
 
-ALGOS = {"ppo": (PPO, PPO_PRESETS), "dqn": (DQN, DQN_PRESETS), "sac": (SAC, SAC_PRESETS), "td3": (TD3, TD3_PRESETS)}
+PQN_PRESETS = {
+    # rejax's own PQN CartPole config (configs/gymnax/cartpole.yaml, pqn): 16 envs x 128 steps, 5 epochs of
+    # 16 minibatches, Adam 3e-4 (constant), lambda 0.9, epsilon 1 -> 0.05 over half the run, its fixed
+    # 64x64 ReLU Q-network with LayerNorm; our CartPole-v1:pqn preset is this config with the learning
+    # rate annealed to zero, at 500k steps (rejax's: 524,288)
+    "cartpole_rejax": dict(env="CartPole-v1", num_envs=16, num_steps=128, num_epochs=5, num_minibatches=16,
+                           learning_rate=3e-4, max_grad_norm=10.0, gamma=0.99, td_lambda=0.9, eps_start=1.0,
+                           eps_end=0.05, exploration_fraction=0.5, normalize_observations=False,
+                           total_timesteps=500_000),
+}
+
+ALGOS = {"ppo": (PPO, PPO_PRESETS), "dqn": (DQN, DQN_PRESETS), "sac": (SAC, SAC_PRESETS), "td3": (TD3, TD3_PRESETS),
+         "pqn": (PQN, PQN_PRESETS)}
+# the on-policy learners step num_envs envs num_steps times per iteration, the others once
+ROLLOUT_ALGOS = ("ppo", "pqn")
 
 
 def main(argv):
@@ -97,8 +111,9 @@ def main(argv):
             f.write(jax.jit(algo.train_iteration).lower(ts).compile().as_text())
         return
     nseeds, repeats = int(argv[3]), int(argv[4])
-    per_iteration = algo.num_envs * {"ppo": getattr(algo, "num_steps", 1), "td3": getattr(algo, "policy_delay", 1)}.get(
-        name, 1)
+    # TD3 runs policy_delay gradient steps (num_epochs) per iteration over num_envs env steps each
+    per_iteration = algo.num_envs * (algo.num_steps if name in ROLLOUT_ALGOS
+                                     else getattr(algo, "policy_delay", 1) if name == "td3" else 1)
     iters = int(np.ceil(algo.eval_freq / per_iteration)) * int(np.ceil(algo.total_timesteps / algo.eval_freq))
     steps_per_seed = iters * per_iteration
 

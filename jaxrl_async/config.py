@@ -52,7 +52,7 @@ def host_env_kind(env_id: str) -> str | None:
 
 
 # The learners' names, as `--algo` takes them (the registry: `algorithms/__init__.py`)
-ALGORITHMS = ("ppo", "a2c", "reinforce", "impala", "dqn", "sac", "td3")
+ALGORITHMS = ("ppo", "a2c", "reinforce", "impala", "dqn", "sac", "td3", "pqn")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "elu")
 MATMUL_PRECISIONS = ("default", "float32", "tensorfloat32", "bfloat16")
 
@@ -113,7 +113,7 @@ class LearnerConfig:
     gamma: float = 0.99
     """Discount factor."""
     gae_lambda: float = 0.95
-    """GAE lambda."""
+    """GAE lambda (impala: V-trace's lambda; pqn: the lambda of its Q(lambda) returns, 0 one-step Q-learning, 1 Monte-Carlo returns)."""
     clip_eps: float = 0.2
     """PPO ratio clipping range (also the value clipping range)."""
     clip_value_loss: bool = True
@@ -196,7 +196,7 @@ class ReplayConfig:
 
 @dataclasses.dataclass(frozen=True)
 class DQNConfig:
-    """DQN (--algo dqn): the target network and the exploration schedule. The replay flags are
+    """DQN (--algo dqn): the target network and the exploration schedule (PQN's too). The replay flags are
     `ReplayConfig`'s; the learning rate, its annealing, gamma and max_grad_norm are the learner flags."""
 
     huber_delta: float = 10.0
@@ -208,11 +208,11 @@ class DQNConfig:
     target_update_tau: float = 1.0
     """DQN: the target update's step, target <- tau*online + (1-tau)*target (1.0: a copy; e.g. 0.005 with period 1: Polyak)."""
     epsilon_start: float = 1.0
-    """DQN: exploration rate at the start."""
+    """DQN, PQN: exploration rate at the start."""
     epsilon_end: float = 0.05
-    """DQN: exploration rate after the decay."""
+    """DQN, PQN: exploration rate after the decay."""
     epsilon_decay_fraction: float = 0.5
-    """DQN: fraction of total_timesteps over which epsilon decays linearly to epsilon_end."""
+    """DQN, PQN: fraction of total_timesteps over which epsilon decays linearly to epsilon_end."""
 
     def __post_init__(self):
         _check(self.huber_delta > 0, "huber_delta", self.huber_delta, "must be > 0")
@@ -280,6 +280,17 @@ class TD3Config:
                "must be in (0, 1]: the target networks move that part of the way at each actor update")
 
 
+@dataclasses.dataclass(frozen=True)
+class PQNConfig:
+    """PQN (--algo pqn): Q-learning on Q(lambda) returns over each rollout, without a replay buffer or a
+    target network. Its minibatch epochs are the learner flags (--update-epochs, --num-minibatches, as PPO's),
+    lambda is --gae-lambda, and the exploration schedule is DQN's flags (--epsilon-start, --epsilon-end,
+    --epsilon-decay-fraction)."""
+
+    layer_norm: bool = True
+    """PQN: LayerNorm before each hidden nonlinearity of the Q-network, which keeps Q-learning without a target network stable (Gallici et al. 2025); --no-layer-norm for the plain MLP / CNN."""
+
+
 OFF_POLICY_ALGOS = ("dqn", "sac", "td3")
 
 
@@ -290,7 +301,7 @@ REPLAY_FIELDS = tuple(field.name for field in dataclasses.fields(ReplayConfig))
 RESUME_FIXED_FIELDS = ("env", "env_kwargs", "algo", "num_envs", "num_steps", "num_seeds", "seed", "normalize_obs",
                        "action_noise_correlation",
                        "network.hidden_sizes", "network.activation", "network.torso", "network.core",
-                       "network.core_size", "replay.replay_capacity")
+                       "network.core_size", "replay.replay_capacity", "pqn.layer_norm")
 
 
 def _lookup(data: dict, dotted: str):
@@ -310,7 +321,7 @@ class TrainConfig:
     preset: str = "none"
     """Preset the settings start from: 'auto' (the CLI's default: the env's own preset, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/presets.py). Recorded in config.json."""
     algo: Literal[ALGORITHMS] = "ppo"
-    """Learning algorithm; all share the rollout and the learner hyperparameters below (dqn, sac and td3: also the replay flags, --replay-capacity ..., and their own; sac and td3 need Box actions)."""
+    """Learning algorithm; all share the rollout and the learner hyperparameters below (dqn, sac and td3: also the replay flags, --replay-capacity ..., and their own; sac and td3 need Box actions; pqn: the epsilon flags with dqn, and its own)."""
     total_timesteps: int = 500_000
     """Environment steps per seed."""
     num_envs: int = 4
@@ -373,6 +384,7 @@ class TrainConfig:
     dqn: DQNConfig = DQNConfig()
     sac: SACConfig = SACConfig()
     td3: TD3Config = TD3Config()
+    pqn: PQNConfig = PQNConfig()
 
     def __post_init__(self):
         _check(self.total_timesteps >= 1, "total_timesteps", self.total_timesteps, "must be >= 1")
@@ -524,8 +536,9 @@ class TrainConfig:
         replay = {**{name: dqn.pop(name) for name in REPLAY_FIELDS if name in dqn}, **data.pop("replay", {})}
         sac = SACConfig(**data.pop("sac", {}))
         td3 = TD3Config(**data.pop("td3", {}))
+        pqn = PQNConfig(**data.pop("pqn", {}))
         return cls(**data, network=network, learner=learner, replay=ReplayConfig(**replay), dqn=DQNConfig(**dqn),
-                   sac=sac, td3=td3)
+                   sac=sac, td3=td3, pqn=pqn)
 
 
 # -- Speed settings per backend: how the loops of a run are laid out, never what they compute --

@@ -26,7 +26,7 @@ def test_quick_run_writes_the_machine_and_every_case(quick_report):
     prefixes = {key.split("/")[0] for key in report["results"]}
     assert prefixes == {"env_step", "rollout", "advantages", "update", "gae_placement", "e2e", "devices",
                         "compile_cache", "ops_per_iteration", "eval_cost", "gradient_step_cost", "host_step_cost",
-                        "host_sync_cost", "bootstrap_cost", "processes", "suites"}
+                        "host_sync_cost", "bootstrap_cost", "processes", "suites", "pqn_vs_ppo"}
 
 
 def test_microbenchmarks_report_compile_time_and_rates(quick_report):
@@ -114,6 +114,13 @@ def test_eval_cost(quick_report):
     assert cost["eval_checkpoint_pct"]["median"] == pytest.approx(100 * cost["eval_checkpoint_s"] / cost["train_s"])
     assert 0 < cost["eval_s"] + cost["checkpoint_s"] <= cost["eval_checkpoint_s"]
     assert cost["evaluations"] == cost["checkpoints"] == 10  # 'auto' at 40 updates: every 4th, the last included
+
+
+def test_pqn_vs_ppo(quick_report):
+    results = quick_report[1]["results"]
+    pqn, ppo = (results[f"pqn_vs_ppo/CartPole-v1/16x128/{algo}"] for algo in ("pqn", "ppo"))
+    assert pqn["ratio_to_ppo"] == pytest.approx(pqn["steps_per_second"]["median"] / ppo["steps_per_second"]["median"])
+    assert pqn["ratio_to_ppo"] > 0 and "ratio_to_ppo" not in ppo
 
 
 def test_compare_prints_ratios(quick_report, tmp_path, capsys):

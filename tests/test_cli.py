@@ -71,7 +71,8 @@ def test_envs_lists_gymnax_and_probe_ids(capsys):
 
 def test_envs_shows_each_preset_budget_and_expected_return(capsys):
     assert main(["envs"]) == 0
-    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:] if line.strip()}
     assert rows["Pendulum-v1"][1:4] == ["sac", "50,000", "-146.4"]
     assert rows["CartPole-v1"][1:4] == ["ppo", "500,000", "500"]
     assert rows["Pendulum-v1:ppo"][1:4] == ["ppo", "1,000,000", "-179.4"]  # another learner's, after it
@@ -80,6 +81,10 @@ def test_envs_shows_each_preset_budget_and_expected_return(capsys):
     assert rows["Probe-Memory"][1:4] == ["ppo", "100,000", "1"]
     assert rows["Probe-ObsReward"][3:5] == ["not", "measured"]  # its return is a coin flip by design
     assert rows["Pong-misc"] == ["Pong-misc", "-"]  # no preset
+    assert rows["CartPole-v1:dqn"][1:4] == ["dqn", "300,000", "500"]  # `--algo dqn` alone
+    assert rows["CartPole-v1:pqn"][1:4] == ["pqn", "500,000", "500"]
+    learners = next(line for line in out.splitlines() if line.startswith("learners' own presets"))
+    assert "sac (50,000 steps)" in learners and "dqn (300,000 steps)" in learners and "pqn (500,000 steps)" in learners
 
 
 def _modules_imported_by(code: str) -> set[str]:

@@ -165,8 +165,8 @@ def test_a_config_saved_before_presets_loads_as_none():
 
 
 def test_the_ppo_presets_apply_to_ppo_only():
-    # `--algo dqn --env CartPole-v1` must not start from PPO's CartPole settings
-    assert parse_train(["--env", "CartPole-v1", "--algo", "dqn"]).config.preset == "none"
+    # `--algo a2c --env CartPole-v1` must not start from PPO's CartPole settings
+    assert parse_train(["--env", "CartPole-v1", "--algo", "a2c"]).config.preset == "none"
     assert parse_train(["--env", "CartPole-v1", "--algo", "ppo"]).config.preset == "CartPole-v1"
     # asked for by name, a preset still applies
     assert parse_train(["--env", "CartPole-v1", "--algo", "a2c", "--preset", "CartPole-v1"]).config.preset == "CartPole-v1"
@@ -193,3 +193,21 @@ def test_an_env_may_keep_a_preset_per_learner():
     # and by name, on any env
     named = parse_train(["--env", "MountainCarContinuous-v0", "--preset", "Pendulum-v1:ppo"]).config
     assert named.algo == "ppo" and named.learner.gamma == 0.995
+
+
+@pytest.mark.parametrize("algo", ["dqn", "pqn"])
+def test_the_value_based_learners_start_from_their_own_presets(algo):
+    # on CartPole-v1 the env's preset for the learner (measured there), elsewhere the learner's own
+    cfg = parse_train(["--env", "CartPole-v1", "--algo", algo]).config
+    assert cfg.preset == f"CartPole-v1:{algo}" and cfg.algo == algo
+    assert cfg == presets.ENV_LEARNER_PRESETS[f"CartPole-v1:{algo}"].apply(TrainConfig())
+    other = parse_train(["--env", "Acrobot-v1", "--algo", algo]).config
+    assert other.preset == algo and other == presets.ALGO_PRESETS[algo].apply(TrainConfig(env="Acrobot-v1"))
+
+
+def test_the_dqn_preset_is_the_tuned_config():
+    # experiments/dqn_cartpole.py's config, which test_dqn.py's CartPole test trains from the preset
+    from experiments.dqn_cartpole import CONFIG
+
+    cfg = presets.config_for("CartPole-v1", algo="dqn")
+    assert dataclasses.replace(cfg, preset="none") == CONFIG

@@ -20,7 +20,7 @@ def test_an_unknown_learner_is_named_with_the_known_ones():
 
 
 @pytest.mark.parametrize("algo, env", [("ppo", "CartPole-v1"), ("dqn", "CartPole-v1"), ("sac", "Pendulum-v1"),
-                                       ("td3", "Pendulum-v1")])
+                                       ("td3", "Pendulum-v1"), ("pqn", "CartPole-v1")])
 def test_each_learner_builds_from_its_entry_alone(algo, env):
     from jaxrl_async.envs import make_env
     from jaxrl_async.envs.spaces import observation_shapes

@@ -7,7 +7,7 @@ flags of its own); nothing in the loops, the build or the CLI names a learner.
 
 from __future__ import annotations
 
-from jaxrl_async.algorithms import a2c, dqn, impala, ppo, reinforce, sac, td3
+from jaxrl_async.algorithms import a2c, dqn, impala, ppo, pqn, reinforce, sac, td3
 from jaxrl_async.algorithms.a2c import make_a2c
 from jaxrl_async.algorithms.dqn import make_dqn
 from jaxrl_async.algorithms.impala import make_impala
@@ -26,6 +26,7 @@ LEARNERS: dict[str, Learner] = {
     "dqn": dqn.LEARNER,
     "sac": sac.LEARNER,
     "td3": td3.LEARNER,
+    "pqn": pqn.LEARNER,
 }
 
 

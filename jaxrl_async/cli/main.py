@@ -287,6 +287,8 @@ def envs_command(args: list[str], cpu_runtime: bool = False) -> int:
             print(f"{preset.name:<26}{preset.algo:<6}{preset.budget:>14,}  {expected:<24}{preset.source}")
     print("\njaxrl-async train --env ID applies ID's preset (flags override it); --algo A another learner's "
           "(ID:A where listed); --preset none: the plain defaults")
+    print("learners' own presets, for --algo A on an env with none for A: "
+          + ", ".join(f"{name} ({preset.budget:,} steps)" for name, preset in presets.ALGO_PRESETS.items()))
     print(f"JAX suites, as --env SUITE:ID (jaxrl-async envs --suite NAME lists one's ids): "
           f"{', '.join(name for name, suite in SUITES.items() if not suite.refused)}")
     return 0

@@ -1,4 +1,4 @@
-"""Advantage and return estimators: GAE, lambda-returns and V-trace.
+"""Advantage and return estimators: GAE, lambda-returns, Q(lambda) returns and V-trace.
 
 Every core function takes ONE trajectory of shape ``[T]`` (rlax style) and runs
 its recursion as a ``lax.scan(..., reverse=True)``; ``batched_*`` wrappers vmap
@@ -212,6 +212,41 @@ def lambda_returns(
     return _reverse_discounted_sum(delta_t, discount_t * lambda_t, v_t[-1])
 
 
+def q_lambda_returns(
+    r_t: Array,
+    discount_t: Array,
+    q_t: Array,
+    lambda_t: Numeric,
+) -> Array:
+    """Peng's Q(lambda) returns on one trajectory (Peng & Williams 1996; Sutton & Barto 2018,
+    sec. 12.10), the targets PQN regresses Q(s_t, a_t) on (Gallici et al. 2025, "Simplifying
+    Deep Temporal Difference Learning", eq. 7).
+
+    ``G_t = r_t + discount_t * ((1 - lambda_t) * max_a q_t[t, a] + lambda_t * G_{t+1})``,
+    with ``G_T = max_a q_t[T-1, a]``: the lambda-returns of the greedy values
+    (:func:`lambda_returns` with ``v_t = max_a q_t``). The trace is not cut at exploratory
+    actions (Peng's, not Watkins'), as PQN does.
+
+    Episode boundaries as in :func:`gae` (``discount_t, lambda_t = gae_inputs(...)``): a
+    termination at t (``discount_t = 0``) gives ``G_t = r_t``; a time limit at t
+    (``lambda_t = 0``) gives ``G_t = r_t + gamma * max_a Q(final_obs, a)``, the next
+    episode never added in.
+
+    Args:
+      r_t: [T] float, reward after acting at t.
+      discount_t: [T] float, ``gamma * (1 - terminated_t)``.
+      q_t: [T, A] float, Q-values of the state reached by acting at t (the pre-reset
+        observation at a truncation; anything at a termination).
+      lambda_t: scalar or [T] float, ``lambda * (1 - truncated_t)``.
+
+    Returns:
+      [T] Q(lambda) returns ``G_t``.
+    """
+    chex.assert_rank(q_t, 2)
+    chex.assert_equal_shape_prefix([r_t, q_t], 1)
+    return lambda_returns(r_t, discount_t, jnp.max(q_t, axis=-1), lambda_t)
+
+
 def vtrace(
     v_tm1: Array,
     v_t: Array,
@@ -327,6 +362,19 @@ def batched_lambda_returns(
     return jax.vmap(lambda_returns, in_axes=in_axes, out_axes=1)(
         r_t, discount_t, v_t, lambda_t
     )
+
+
+def batched_q_lambda_returns(
+    r_t: Array,
+    discount_t: Array,
+    q_t: Array,
+    lambda_t: Numeric,
+) -> Array:
+    """:func:`q_lambda_returns` over time-major inputs: ``q_t`` [T, B, A], the rest [T, B]
+    (``lambda_t`` scalar or [T, B]); returns [T, B]."""
+    chex.assert_rank([r_t, discount_t, q_t], [2, 2, 3])
+    in_axes = (1, 1, 1, _lambda_axis(lambda_t))
+    return jax.vmap(q_lambda_returns, in_axes=in_axes, out_axes=1)(r_t, discount_t, q_t, lambda_t)
 
 
 def batched_vtrace(

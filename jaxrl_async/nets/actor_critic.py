@@ -62,14 +62,20 @@ def _dense(features: int, scale: float, name: str | None = None) -> nn.Dense:
                     bias_init=nn.initializers.zeros, name=name)
 
 
+def _normalized(x, layer_norm: bool):
+    """`x`, layer-normalised over its features where asked (PQN's Q-network: `nets/q.py`)."""
+    return nn.LayerNorm()(x) if layer_norm else x
+
+
 class MLPTorso(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str
+    layer_norm: bool = False  # LayerNorm between each layer and its nonlinearity
 
     @nn.compact
     def __call__(self, x):
         for width in self.hidden_sizes:
-            x = _ACTIVATIONS[self.activation](_dense(width, np.sqrt(2.0))(x))
+            x = _ACTIVATIONS[self.activation](_normalized(_dense(width, np.sqrt(2.0))(x), self.layer_norm))
         return x
 
 
@@ -78,13 +84,15 @@ class CNNTorso(nn.Module):
 
     hidden_sizes: Sequence[int]
     activation: str
+    layer_norm: bool = False  # LayerNorm between each layer and its nonlinearity, the conv's included
 
     @nn.compact
     def __call__(self, x):
         act = _ACTIVATIONS[self.activation]
-        x = act(nn.Conv(16, (3, 3), kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(x))
+        x = act(_normalized(nn.Conv(16, (3, 3), kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(x),
+                            self.layer_norm))
         x = x.reshape(x.shape[:-3] + (-1,))
-        return MLPTorso(self.hidden_sizes, self.activation)(x)
+        return MLPTorso(self.hidden_sizes, self.activation, self.layer_norm)(x)
 
 
 class LeafEncoders(nn.Module):
@@ -97,19 +105,21 @@ class LeafEncoders(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str
     leaves: tuple[tuple[str, bool], ...]
+    layer_norm: bool = False  # each torso's (`MLPTorso`)
 
     @nn.compact
     def __call__(self, obs_leaves):
-        features = [(CNNTorso if use_cnn else MLPTorso)(self.hidden_sizes, self.activation, name=name)(x)
+        features = [(CNNTorso if use_cnn else MLPTorso)(self.hidden_sizes, self.activation, self.layer_norm,
+                                                        name=name)(x)
                     for (name, use_cnn), x in zip(self.leaves, obs_leaves)]
         return jnp.concatenate(features, axis=-1)
 
 
-def make_torso(hidden_sizes, activation, use_cnn, leaves, name):
+def make_torso(hidden_sizes, activation, use_cnn, leaves, name, layer_norm: bool = False):
     """The encoder: one torso for a plain observation, `LeafEncoders` for a nested one."""
     if leaves is not None:
-        return LeafEncoders(hidden_sizes, activation, leaves, name=name)
-    return (CNNTorso if use_cnn else MLPTorso)(hidden_sizes, activation, name=name)
+        return LeafEncoders(hidden_sizes, activation, leaves, layer_norm, name=name)
+    return (CNNTorso if use_cnn else MLPTorso)(hidden_sizes, activation, layer_norm, name=name)
 
 
 def _head(module: nn.Module, out):

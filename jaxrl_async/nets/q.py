@@ -1,7 +1,7 @@
 """The Q-network as a `networks.Policy`: epsilon-greedy acting, greedy evaluation.
 
 `make_q_policy(network_cfg, obs_shape, action_space)` returns the same interface the
-actor-critic has, so the rollout, the evaluator and the checkpoints use it unchanged:
+actor-critic has (DQN's and PQN's; PQN's with `layer_norm`), so the rollout, the evaluator and the checkpoints use it unchanged:
 
 - params are `QParams(network, epsilon)`: the behaviour policy is the Q-network *and* its
   exploration rate, so the learner sets `epsilon` from its schedule and every reader of the
@@ -41,32 +41,36 @@ class QParams:
 
 class QNetwork(nn.Module):
     """Torso (MLP, or the CNN for images; one per leaf of a nested observation) -> one Q-value
-    per action."""
+    per action; with `layer_norm`, a LayerNorm before each hidden nonlinearity."""
 
     hidden_sizes: Sequence[int]
     activation: str
     use_cnn: bool
     num_actions: int
     leaves: tuple[tuple[str, bool], ...] | None = None  # a nested observation's encoders (`LeafEncoders`)
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, obs):
-        features = make_torso(self.hidden_sizes, self.activation, self.use_cnn, self.leaves, "torso")(obs)
+        features = make_torso(self.hidden_sizes, self.activation, self.use_cnn, self.leaves, "torso",
+                              self.layer_norm)(obs)
         return nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(1.0),
                         bias_init=nn.initializers.zeros, name="q_head")(features)
 
 
-def make_q_policy(cfg: NetworkConfig, obs_shape, action_space) -> tuple[Policy, Callable]:
-    """The epsilon-greedy Q policy and `q_values(network_params, obs)` for a Discrete action space."""
+def make_q_policy(cfg: NetworkConfig, obs_shape, action_space, *, algo: str = "dqn",
+                  layer_norm: bool = False) -> tuple[Policy, Callable]:
+    """The epsilon-greedy Q policy and `q_values(network_params, obs)` for a Discrete action space
+    (`algo`: the learner that asks, for the errors; `layer_norm`: `QNetwork`'s)."""
     if not isinstance(action_space, spaces.Discrete):
-        raise ValueError(f"algo='dqn' needs a Discrete action space, got {action_space!r}: use --algo ppo "
+        raise ValueError(f"algo={algo!r} needs a Discrete action space, got {action_space!r}: use --algo ppo "
                          "(or a2c, reinforce, impala) for continuous actions")
     if cfg.core != "none":
-        raise ValueError(f"core={cfg.core!r} is not supported with algo='dqn' (the replay holds single "
-                         "transitions, not sequences): use --core none")
+        raise ValueError(f"core={cfg.core!r} is not supported with algo={algo!r} (its Q-network learns from "
+                         "single transitions, not sequences): use --core none")
     check_action_mask(obs_shape, action_space)
     obs_shape, prepare, use_cnn, leaves = encoder_input(cfg.torso, obs_shape)
-    module = QNetwork(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, int(action_space.n), leaves)
+    module = QNetwork(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, int(action_space.n), leaves, layer_norm)
 
     def q_values(network, obs):
         return module.apply(network, prepare(obs))

@@ -57,7 +57,7 @@ class Preset:
         """`config` with this preset's settings over it (its env kept), recorded in `preset`."""
         settings = dict(self.settings)
         nested = {name: dataclasses.replace(getattr(config, name), **settings.pop(name, {}))
-                  for name in ("network", "learner", "replay", "dqn", "sac", "td3")}
+                  for name in ("network", "learner", "replay", "dqn", "sac", "td3", "pqn")}
         return dataclasses.replace(config, **settings, **nested, preset=self.name)
 
 
@@ -101,6 +101,29 @@ _TD3 = dict(
     learner=dict(learning_rate=3e-4, anneal_lr=False, gamma=0.99, max_grad_norm=1000.0),
     replay=dict(replay_capacity=100_000, learning_starts=1_000, replay_ratio=2, replay_batch_size=256, n_step=1),
     td3=dict(exploration_noise=0.1, policy_delay=2, target_noise=0.2, target_noise_clip=0.5, target_tau=0.005))
+
+# DQN's settings (experiments/dqn_cartpole.py, the README's tuned config): 8 envs x 32 steps, then 128
+# gradient steps of batch 64 and a copy of the online network to the target, as Stable-Baselines3's
+# tuned CartPole config (train_freq 256, gradient_steps 128); the learning rate annealed to zero, so
+# the final policy is a settled one; made on CartPole-v1.
+_DQN = dict(
+    algo="dqn", total_timesteps=300_000, num_envs=8, num_steps=32,
+    network=dict(hidden_sizes=(64, 64), activation="relu"),
+    learner=dict(learning_rate=2.3e-3, anneal_lr=True, max_grad_norm=10.0, gamma=0.99),
+    replay=dict(replay_capacity=100_000, learning_starts=1_000, replay_ratio=128, replay_batch_size=64, n_step=1),
+    dqn=dict(target_update_period=128, target_update_tau=1.0, double_q=True, epsilon_start=1.0, epsilon_end=0.04,
+             epsilon_decay_fraction=0.16))
+
+# PQN's settings: rejax's PQN CartPole config (configs/gymnax/cartpole.yaml: 16 envs x 128 steps, 5 epochs
+# of 16 minibatches, Adam 3e-4, lambda 0.9, epsilon 1 -> 0.05 over half the run, 64x64 ReLU with
+# LayerNorm) with the learning rate annealed to zero as purejaxql's; made on CartPole-v1.
+_PQN = dict(
+    algo="pqn", total_timesteps=500_000, num_envs=16, num_steps=128,
+    network=dict(hidden_sizes=(64, 64), activation="relu"),
+    learner=dict(update_epochs=5, num_minibatches=16, learning_rate=3e-4, anneal_lr=True, max_grad_norm=10.0,
+                 gamma=0.99, gae_lambda=0.9),
+    dqn=dict(epsilon_start=1.0, epsilon_end=0.05, epsilon_decay_fraction=0.5),
+    pqn=dict(layer_norm=True))
 
 _ALL = (
     # -- classic control ----------------------------------------------------------------------------
@@ -226,6 +249,12 @@ _OTHER_LEARNERS += (
     _preset("Pendulum-v1:td3", _TD3, -144.9,
             "TD3's settings; measured: -147.4, -134.5, -159.0, -134.8, -148.6 over 5 seeds at 50k steps "
             "(python -m experiments.td3_pendulum)"),
+    _preset("CartPole-v1:dqn", _DQN, 500.0,
+            "DQN's settings (experiments/dqn_cartpole.py); measured: 500.0 on every seed of 5 (jaxrl-async train "
+            "--env CartPole-v1 --algo dqn --num-seeds 5); at 500k steps one seed of the 5 ended at 321.8"),
+    _preset("CartPole-v1:pqn", _PQN, 500.0,
+            "PQN's settings (rejax's PQN CartPole config, its learning rate annealed); measured: 500.0 on every "
+            "seed of 10 (jaxrl-async train --env CartPole-v1 --algo pqn --num-seeds 5, --seed 0 and --seed 5)"),
 )
 ENV_LEARNER_PRESETS: dict[str, Preset] = {preset.name: preset for preset in _OTHER_LEARNERS}
 
@@ -237,6 +266,8 @@ ALGO_PRESETS: dict[str, Preset] = {
     "td3": _preset("td3", _TD3, None,
                    "TD3's usual settings, 64x64 networks, half a gradient step per env step; Pendulum-v1: "
                    "python -m experiments.td3_pendulum"),
+    "dqn": _preset("dqn", _DQN, None, "DQN's settings made on CartPole-v1 (its preset CartPole-v1:dqn)"),
+    "pqn": _preset("pqn", _PQN, None, "PQN's settings made on CartPole-v1 (its preset CartPole-v1:pqn)"),
 }
 
 

@@ -221,6 +221,38 @@ def end_to_end(quick: bool, repeats: int) -> dict:
     return results
 
 
+def _pqn_and_ppo(pqn: TrainConfig, budget: int) -> tuple[TrainConfig, TrainConfig]:
+    """PQN's config and PPO's at the same rollout and minibatch shape and network widths, `budget` steps."""
+    pqn = dataclasses.replace(pqn, total_timesteps=budget, devices=1)
+    ppo = TrainConfig(env=pqn.env, num_envs=pqn.num_envs, num_steps=pqn.num_steps, total_timesteps=budget, devices=1,
+                      network=pqn.network, learner=dataclasses.replace(
+                          LearnerConfig(), update_epochs=pqn.learner.update_epochs,
+                          num_minibatches=pqn.learner.num_minibatches))
+    return pqn, ppo
+
+
+def pqn_vs_ppo(quick: bool, repeats: int) -> dict:
+    """PQN's fused iteration against PPO's at the same shape (issue #35: PQN's steps/s >= PPO's):
+    PQN's CartPole-v1 preset (16 envs x 128 steps, 5 epochs x 16 minibatches, 64x64) and, unless
+    quick, its Breakout-MinAtar preset, each beside PPO with the same envs, steps, epochs,
+    minibatches and hidden widths; trained round-robin in one run, `ratio_to_ppo` in PQN's row."""
+    from jaxrl_async.trainer import presets
+
+    envs = ("CartPole-v1",) if quick else ("CartPole-v1", "Breakout-MinAtar")
+    variants = {}
+    for env_id in envs:
+        pqn = presets.config_for(env_id, algo="pqn")
+        budget = 8 * pqn.batch_size if quick else pqn.total_timesteps
+        label = f"pqn_vs_ppo/{env_id}/{pqn.num_envs}x{pqn.num_steps}"
+        variants[f"{label}/pqn"], variants[f"{label}/ppo"] = _pqn_and_ppo(pqn, budget)
+    results = _train_rows(variants, _rounds(quick, repeats), ("final_eval_return_mean",), eval_episodes=4)
+    for key, row in results.items():
+        if key.endswith("/pqn"):
+            ppo = results[key[: -len("pqn")] + "ppo"]
+            row["ratio_to_ppo"] = row["steps_per_second"]["median"] / ppo["steps_per_second"]["median"]
+    return results
+
+
 def devices(quick: bool, repeats: int) -> dict:
     """Aggregate steps/s of 1, 2, 4, 8 seeds: vmapped on one device vs sharded over every device."""
     seed_counts = (1, 2) if quick else (1, 2, 4, 8)
@@ -318,10 +350,7 @@ CASES = {"env_step": env_step, "rollout": rollout, "advantages": advantages, "up
          "gae_placement": gae_placement, "bootstrap_cost": bootstrap_cost, "ops_per_iteration": ops_per_iteration,
          "end_to_end": end_to_end, "devices": devices, "gradient_step_cost": gradient_step_cost,
          "host_step_cost": host_step_cost, "host_sync_cost": host_sync_cost,
-<<<<<<< HEAD
-         "compile_cache": compile_cache, "eval_cost": eval_cost, "processes": processes}
-=======
-         "compile_cache": compile_cache, "eval_cost": eval_cost, "suites": suites}
->>>>>>> bench-suites
+         "compile_cache": compile_cache, "eval_cost": eval_cost, "processes": processes, "suites": suites,
+         "pqn_vs_ppo": pqn_vs_ppo}
 
 __all__ = ["CASES", "Timing"]
