@@ -20,7 +20,8 @@ from jaxrl_async.core.advantages import batched_gae, batched_vtrace
 from jaxrl_async.cli.bench.configs import DQN_CARTPOLE, LARGE, REFERENCE
 from jaxrl_async.cli.bench.hlo_ops import count_ops
 from jaxrl_async.cli.bench.measure import Timing, time_jitted
-         "compile_cache": compile_cache, "eval_cost": eval_cost, "processes": processes, "suites": suites}
+from jaxrl_async.cli.bench.processes import processes
+from jaxrl_async.cli.bench.suites import suites
 from jaxrl_async.cli.bench.step_costs import bootstrap_cost, gradient_step_cost, host_step_cost, host_sync_cost
 from jaxrl_async.trainer.build import build, init_state, initial_states
 from jaxrl_async.config import LearnerConfig, TrainConfig
