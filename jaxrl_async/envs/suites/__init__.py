@@ -29,14 +29,15 @@ class Suite:
     package: str  # the module the suite installs (what a missing extra lacks)
     extra: str  # our pip extra for it
     refused: str = ""  # why it cannot be used here ('' where it can)
+    install_command: str = ""  # how to install it where our extra cannot ('' where it can)
 
     @property
     def install(self) -> str:
-        return f"pip install 'jaxrl_async[{self.extra}]'"
+        return self.install_command or f"pip install 'jaxrl_async[{self.extra}]'"
 
 
-def _suite(name: str, package: str, extra: str | None = None, refused: str = "") -> Suite:
-    return Suite(name, f"jaxrl_async.envs.suites.{name}", package, extra or name, refused)
+def _suite(name: str, package: str, extra: str | None = None, refused: str = "", install_command: str = "") -> Suite:
+    return Suite(name, f"jaxrl_async.envs.suites.{name}", package, extra or name, refused, install_command)
 
 
 SUITES: dict[str, Suite] = {suite.name: suite for suite in (
@@ -46,11 +47,11 @@ SUITES: dict[str, Suite] = {suite.name: suite for suite in (
     _suite("jumanji", "jumanji"),
     _suite("navix", "navix"),
     _suite("xminigrid", "xminigrid"),
-    _suite("popgym_arcade", "popgym_arcade", refused=(
-        "popgym-arcade 0.0.7 depends on stable-gymnax, which installs a module named `gymnax` (the 0.x step "
-        "API, five values) over gymnax 1.0.1, which this project needs: installing it breaks every gymnax env. "
-        "If it is installed, `pip uninstall popgym-arcade stable-gymnax && pip install --force-reinstall "
-        "--no-deps gymnax==1.0.1` repairs the environment")),
+    # popgym-arcade depends on stable-gymnax, whose `gymnax` module (the 0.x API) would replace gymnax
+    # 1.0.1's and break every gymnax env: no extra can install it, pip's --no-deps can
+    _suite("popgym_arcade", "popgym_arcade", install_command=(
+        "pip install --no-deps popgym-arcade==0.0.7 dm-pix jaxtyping (--no-deps: its stable-gymnax dependency "
+        "would replace gymnax 1.0.1; docs/suites.md)")),
     _suite("kinetix", "kinetix", refused=(
         "Kinetix cannot be installed beside this project: every kinetix-env release pins jax<=0.9.0, "
         "and gymnax 1.0.1 with this project's code needs jax>=0.10")),
