@@ -7,15 +7,16 @@ needs jax 0.9.2; docs/benchmarks.md says how to make it). Each run is a new proc
 Brax's, `--rounds` times (A B A B: drift in this shared machine's speed hits both alike). Every
 run's figures go to one JSON line in `--out`; a table of medians is printed.
 
-The case is Brax's published `inverted_pendulum` settings, our preset `brax:inverted_pendulum`
-(jaxrl_async/trainer/presets.py), on the MJX backend both sides, at `--total-timesteps` env steps:
+The case is Brax's published `inverted_pendulum` settings (`BRAX_SETTINGS` below), on the MJX backend
+both sides, at `--total-timesteps` env steps:
 - Brax: 2048 envs, `unroll_length` 5, `batch_size` 1024 x 32 minibatches = 163,840 env steps per
   update (16 unrolls of 5 steps per env, GAE over each unroll), 4 epochs, discount 0.97, Adam
   3e-4, entropy 0.01, clip 0.3, reward x10, normalised observations; its default networks
   (policy 4 x 32, value 5 x 256, swish), a tanh-squashed Gaussian.
 - ours: 2048 envs x 80 steps = the same 163,840 per update, GAE over the 80 steps, 32
   minibatches, 4 epochs and the same coefficients, one 4 x 32 swish MLP size for the actor and
-  the critic, a Gaussian clipped to [-1, 1], gradients clipped at norm 1, no reward scaling.
+  the critic, a Gaussian clipped to [-1, 1], gradients clipped at norm 1, no reward scaling, and
+  as Brax: a constant learning rate, the value loss unclipped.
 Figures: steps/s is training alone, no compilation, no evaluation (ours: summary.json's
 `steps_per_second`; Brax: the env steps of its epochs after the first over their time, since
 its first epoch's call holds the compilation); the return is the final greedy evaluation (ours 128
@@ -35,11 +36,15 @@ import tempfile
 
 from experiments.common import last_json
 from jaxrl_async.cli.flags import parse
-from jaxrl_async.trainer.presets import config_for
+from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ENV = "brax:inverted_pendulum"
 BATCH = 2048 * 80  # env steps per update, both sides
+BRAX_SETTINGS = TrainConfig(
+    env="brax:inverted_pendulum", env_kwargs=("backend=mjx",), num_envs=2048, num_steps=80, normalize_obs=True,
+    network=NetworkConfig(hidden_sizes=(32, 32, 32, 32), activation="swish"),
+    learner=LearnerConfig(update_epochs=4, num_minibatches=32, learning_rate=3e-4, anneal_lr=False, gamma=0.97,
+                          gae_lambda=0.95, clip_eps=0.3, clip_value_loss=False, ent_coef=0.01, max_grad_norm=1.0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,9 +72,8 @@ def run_ours(total: int, seed: int) -> dict:
     configure_cpu_runtime()
     from jaxrl_async.trainer.training import train
 
-    cfg = config_for(ENV)
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = dataclasses.replace(cfg, total_timesteps=total, seed=seed, eval_interval=0, checkpoint_interval=0,
+        cfg = dataclasses.replace(BRAX_SETTINGS, total_timesteps=total, seed=seed, eval_interval=0, checkpoint_interval=0,
                                   eval_episodes=128, run_dir=os.path.join(tmp, "run"))
         s = train(cfg, console=False).summary
     return {"side": "ours", "seed": seed, "env_steps": s["env_steps"], "steps_per_second": s["steps_per_second"],

@@ -241,18 +241,21 @@ def test_pendulum_fused_run_resumes_to_the_same_bits(tmp_path):
 
 
 LEARNING_SEEDS = 3
-RANDOM_RETURN = 10.0  # a random policy's inverted_pendulum return: the pole falls within ~5-15 steps
+# Within a 200-step limit (spring backend), over 64 episodes: uniform random actions hold the pole up for
+# 23.2 steps on average (69 at most), no force at all for 71.7 (148 at most); a trained policy for all 200
+ZERO_FORCE_RETURN = 71.7
+LEARNED_RETURN = 120.0  # measured at this budget: 200.0, 143.6, 200.0 over the 3 seeds
 
 
 @pytest.mark.slow
 def test_ppo_balances_the_inverted_pendulum(tmp_path):
-    """Every seed's greedy return at least 10x a random policy's within 65k steps."""
+    """Every seed's greedy return well above what no force at all gets (71.7 of 200), within 164k steps."""
     cfg = TrainConfig(env=PENDULUM, env_kwargs=(f"backend={BACKEND}", "episode_length=200"), num_envs=16,
-                      num_steps=64, total_timesteps=16 * 64 * 64, num_seeds=LEARNING_SEEDS, normalize_obs=True,
+                      num_steps=64, total_timesteps=16 * 64 * 160, num_seeds=LEARNING_SEEDS, normalize_obs=True,
                       eval_episodes=8, eval_interval=0, checkpoint_interval=0, run_dir=str(tmp_path / "learn"),
                       network=NetworkConfig(hidden_sizes=(32, 32)),
                       learner=LearnerConfig(update_epochs=4, num_minibatches=4, learning_rate=3e-3, gamma=0.99))
     result = train(cfg, console=False)
     returns = np.asarray(result.summary["final_eval_return"])
     assert returns.shape == (LEARNING_SEEDS,)
-    assert (returns >= 10 * RANDOM_RETURN).all(), f"greedy returns {returns} over {LEARNING_SEEDS} seeds"
+    assert (returns >= LEARNED_RETURN).all(), f"greedy returns {returns} over {LEARNING_SEEDS} seeds"
