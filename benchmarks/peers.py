@@ -138,7 +138,8 @@ def run_ours(case: str, total: int | None, default_eval: bool) -> dict:
 
 def run_side(side: str, case: str, cfg: PeersConfig) -> dict:
     """One run of `side` in a new process; its figures in our keys."""
-    total = cfg.total_timesteps or (2 * 4 * 128 if cfg.quick else None)
+    # quick: two rollouts of the case's own shape (PPO's 4 x 128, PQN's 16 x 128, ...)
+    total = cfg.total_timesteps or (2 * CASES[case].ours.batch_size if cfg.quick else None)
     if side.startswith("ours"):
         command = [sys.executable, "-m", "benchmarks.peers", "--worker", case, str(total or 0),
                    str(int(side == "ours-default-eval"))]
