@@ -10,6 +10,7 @@ from jaxrl_async.cli.main import main, parse_train
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.envs.ids import BUILTIN_ENV_IDS
 from jaxrl_async.envs import builtin_env_ids, make_env
+from jaxrl_async.envs.suites import split_suite_id
 
 
 def test_the_static_env_ids_are_the_registrys():
@@ -29,8 +30,9 @@ def test_every_classic_control_and_minatar_id_has_a_preset():
 @pytest.mark.parametrize("name", sorted(presets.PRESETS) + sorted(presets.ENV_LEARNER_PRESETS))
 def test_each_preset_is_a_valid_config_for_its_env(name):
     preset = {**presets.PRESETS, **presets.ENV_LEARNER_PRESETS}[name]
-    env = name.split(":")[0]  # "<env>:<algo>" for another learner's preset
-    assert env in BUILTIN_ENV_IDS
+    # "<env>:<algo>" for another learner's preset; a suite's env id has a colon of its own (navix:ID)
+    env = name if name in presets.PRESETS else name.rsplit(":", 1)[0]
+    assert env in BUILTIN_ENV_IDS or split_suite_id(env) is not None
     cfg = presets.config_for(env, algo=preset.algo)  # TrainConfig validates itself: minibatches divide the batch, ...
     assert cfg.env == env and cfg.preset == name and cfg.algo == preset.algo and cfg.total_timesteps == preset.budget
     assert cfg.num_updates >= 1
