@@ -96,3 +96,15 @@ def run_actions(env_id: str, actions, key: jax.Array, **env_kwargs) -> tuple[Any
         states.append(state)
     stacked = [jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *column) for column in zip(*rows)]
     return obs0, Steps(*stacked, states=states)
+
+
+def learn_preset(env: str, run_dir, num_seeds: int = 3, **overrides):
+    """`env`'s preset, `num_seeds` seeds vmapped, evaluated greedy and sampling at the end only: the
+    summary and the greedy episodes' mean length per seed."""
+    from jaxrl_async.trainer.presets import config_for
+
+    cfg = dataclasses.replace(config_for(env), num_seeds=num_seeds, eval_stochastic=True, eval_interval=0,
+                              run_dir=str(run_dir), **overrides)
+    result = train(cfg, console=False)
+    lengths = np.asarray(result.eval_result.lengths, np.float64).reshape(num_seeds, -1).mean(axis=-1)
+    return result.summary, lengths

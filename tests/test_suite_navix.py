@@ -13,7 +13,7 @@ import navix
 import numpy as np
 import pytest
 
-from gridworld_checks import check_suite_runs, run_actions, suite_runs
+from gridworld_checks import check_suite_runs, learn_preset, run_actions, suite_runs
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.spaces import observation_shapes
 from jaxrl_async.envs.suites import suite_env_ids
@@ -91,3 +91,12 @@ def runs(tmp_path_factory):
 
 def test_training_fused_async_and_resume(runs):
     check_suite_runs(runs)
+
+
+@pytest.mark.slow
+def test_the_empty_preset_walks_straight_to_the_goal(tmp_path):
+    # 11 steps is the shortest way on 8x8 (5 east, a turn, 5 south); navix pays 1 for the goal however
+    # late, within its 100 steps
+    summary, lengths = learn_preset("navix:Navix-Empty-8x8-v0", tmp_path)
+    assert summary["final_eval_return"] == [1.0, 1.0, 1.0]
+    assert (lengths <= 14).all(), lengths

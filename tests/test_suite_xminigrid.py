@@ -21,7 +21,7 @@ from xminigrid.core.constants import TILES_REGISTRY, Colors, Tiles
 from xminigrid.core.goals import AgentHoldGoal, AgentNearGoal
 from xminigrid.core.rules import EmptyRule
 
-from gridworld_checks import check_suite_runs, run_actions, suite_runs
+from gridworld_checks import check_suite_runs, learn_preset, run_actions, suite_runs
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.spaces import observation_shapes
 from jaxrl_async.envs.suites import suite_env_ids
@@ -131,3 +131,11 @@ def runs(tmp_path_factory):
 
 def test_training_fused_async_and_resume(runs):
     check_suite_runs(runs)
+
+
+@pytest.mark.slow
+def test_the_empty_preset_walks_straight_to_the_goal(tmp_path):
+    # the shortest way on 8x8 is 11 steps, paid 1 - 0.9 * 11 / 256 = 0.961; 0.93 is within 11 steps of it
+    summary, lengths = learn_preset("xminigrid:MiniGrid-Empty-8x8", tmp_path)
+    assert min(summary["final_eval_return"]) >= 0.93, summary["final_eval_return"]
+    assert (lengths <= 22).all(), lengths
