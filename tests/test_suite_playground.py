@@ -5,7 +5,7 @@ CartpoleBalance, as the DM Control Suite's envs, ends only by its time limit or 
 physics (`done`): the time limit is checked with a 3-step episode, the termination with a NaN
 action, each adapter step beside Playground's own step of the same state in one jitted program.
 The adapter's shared part (`brax_api.BraxApiEnv`: dict observations, every learner) is covered
-on Brax's cheap envs in test_suite_brax.py.
+on Brax's cheap envs in test_suite_brax.py (SAC among them).
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ def test_spaces_time_limit_and_cpu_impl():
     assert env.default_params.max_steps_in_episode == 1000  # the env config's episode_length
     assert env.unwrapped_suite_env.mjx_model.impl.value == "jax"  # 'auto' on the CPU
     assert make_suite_env(CARTPOLE, episode_length=7).default_params.max_steps_in_episode == 7
-    assert env.auto_reset == "cached"  # Playground's own training default: its reset costs more than its step
+    assert env.auto_reset == "full"  # a fresh start every episode: reset_where resets only the ended envs
 
 
 @pytest.fixture(scope="module")
 def cartpole():
     """A 3-step CartpoleBalance: the adapter's step beside Playground's step of the same state."""
-    env = make_suite_env(CARTPOLE, episode_length=3, auto_reset="full")
+    env = make_suite_env(CARTPOLE, episode_length=3)
     suite = env.unwrapped_suite_env
 
     @jax.jit
@@ -114,10 +114,8 @@ def test_fused_run_resumes_to_the_same_bits(tmp_path):
     assert resumed.completed and resumed.summary["params_digest"] == full.summary["params_digest"]
 
 
-def test_async_sac_run_with_full_reset(tmp_path):
-    cfg = small(tmp_path / "sac", algo="sac", mode="async", lag="1", num_envs=2, num_steps=4,
-                total_timesteps=2 * 4 * 8, env_kwargs=("episode_length=20", "auto_reset=full"))
-    cfg = cfg.with_fields(replay_capacity=256, learning_starts=16, replay_ratio=1, replay_batch_size=16)
+def test_async_run_with_cached_reset(tmp_path):
+    cfg = small(tmp_path / "async", mode="async", lag="1", env_kwargs=("episode_length=20", "auto_reset=cached"))
     result = train(cfg, console=False)
     assert result.completed and result.summary["env_steps"] == cfg.total_timesteps
     assert np.isfinite(result.summary["final_eval_return_mean"])

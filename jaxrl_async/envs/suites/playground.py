@@ -7,11 +7,12 @@
 - `impl`: MJX's implementation, `jax` or `warp`, or `auto` (the default): `jax` on the CPU,
   where Playground's default `warp` kernels compile for the CPU but step about 10x slower
   (CartpoleBalance, 64 envs: 9.5k against 110k steps/s), the env config's own elsewhere;
-- `auto_reset`: `cached` (the default, as Playground's `wrap_for_brax_training`: each env restarts
-  from the state its first reset drew) or `full` (a fresh reset for every episode): a Playground
-  reset (`mjx.forward` on fresh data) costs more than its step, and under `vmap` a full reset runs
-  at every step, so our rollout of CartpoleBalance ran at 0.49x the env under Playground's own
-  wrappers with `full` and 0.83x with `cached` (256 envs; `functional.SuiteEnv`);
+- `auto_reset`: `full` (the default: a fresh reset for every episode, run only for the envs whose
+  episode ended, `autoreset.reset_where`) or `cached` (each env restarts from the state its first
+  reset drew, as Playground's `wrap_for_brax_training` does); a Playground reset (`mjx.forward` on
+  fresh data) costs more than its step, which `full` paid at every step before `reset_where`:
+  CartpoleBalance's rollout (256 envs) ran at 0.49x the env under Playground's own wrappers then,
+  0.82x now, and 0.78x with `cached`;
 - any other keyword overrides a top-level field of the env's config (`registry.get_default_config`).
 
 Actions are a Box in [-1, 1]; `state.done` is termination (`brax_api.BraxApiEnv`). The
@@ -38,7 +39,7 @@ def env_ids() -> list[str]:
     return sorted({*dm_control_suite.ALL_ENVS, *locomotion.ALL_ENVS})
 
 
-def make(env_id: str, episode_length: int | None = None, impl: str = "auto", auto_reset: str = "cached",
+def make(env_id: str, episode_length: int | None = None, impl: str = "auto", auto_reset: str = "full",
          **config_overrides: Any) -> BraxApiEnv:
     """Playground's env `env_id`, adapted: see the module docstring."""
     config = registry.get_default_config(env_id)
