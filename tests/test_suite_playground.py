@@ -10,7 +10,6 @@ on Brax's cheap envs in test_suite_brax.py (SAC among them).
 
 from __future__ import annotations
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp
