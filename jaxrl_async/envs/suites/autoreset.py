@@ -105,8 +105,9 @@ def _batched(reset_fn: Callable, chunk: int) -> Callable:
     @batched.def_vmap
     def fold_rule(axis_size, in_batched, done, keys, stepped):
         args = _broadcast(axis_size, in_batched, (done, keys, stepped))
-        out = batched(*jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), args))
-        out = jax.tree.map(lambda x: x.reshape((axis_size, -1, *x.shape[1:])), out)
+        # explicit sizes, not -1: a leaf may have a zero-size axis (navix's empty render cache)
+        out = batched(*jax.tree.map(lambda x: x.reshape((x.shape[0] * x.shape[1], *x.shape[2:])), args))
+        out = jax.tree.map(lambda x: x.reshape((axis_size, x.shape[0] // axis_size, *x.shape[1:])), out)
         return out, jax.tree.map(lambda _: True, out)
 
     return batched
