@@ -19,6 +19,7 @@ from jaxrl_async.rollout.collector import over_seeds, warm_up
 from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer.build import Components, run_iterations
 from jaxrl_async.trainer.run import Run, Window
+from jaxrl_async.trainer.runtime import collector_paused
 from jaxrl_async.types import TrainState
 
 
@@ -37,7 +38,8 @@ def fused_program(c: Components, shardings: Any = None):
 
 def compile_fused(c: Components, state: TrainState, shardings: Any):
     """AOT-compile `fused_program` and warm it up with one iteration on a copy of the state."""
-    compiled = fused_program(c, shardings).lower(state, jnp.int32(1)).compile()
+    with collector_paused():
+        compiled = fused_program(c, shardings).lower(state, jnp.int32(1)).compile()
     warm_up(compiled, state, jnp.int32(1))
     return compiled
 

@@ -17,10 +17,16 @@ compiling them (`jaxrl-async train` and `eval`, and the experiment scripts, do i
 
 Library users who start JAX themselves can call `configure_cpu_runtime()` and
 `configure_compilation_cache()` first.
+
+While a run traces and compiles its programs, Python's cyclic garbage collector is paused
+(`collector_paused`): tracing makes millions of short-lived objects, and the collections they
+set off scan every object alive, JAX's and the user's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import warnings
 
@@ -85,3 +91,21 @@ def configure_compilation_cache(setting: str | None = None) -> str | None:
     # together they are a large part of a small run's start
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return path
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector off inside the block (a no-op where it already is).
+
+    For the setup of a run: building, tracing and compiling its programs. Their garbage is
+    freed by reference counting as usual; the cycles left (few) wait for the next collection
+    after the block. Tracing alone triggers thousands of collections, most of them scanning
+    the same long-lived objects (docs/benchmarks.md, "Compile time", has the measurement).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

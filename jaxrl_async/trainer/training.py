@@ -27,6 +27,7 @@ from jaxrl_async.config import TrainConfig
 from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.trainer.fused import train_fused
 from jaxrl_async.trainer.run import Run, TrainingDiverged, restore_training_state
+from jaxrl_async.trainer.runtime import collector_paused
 from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.types import TrainState
 
@@ -78,14 +79,16 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     returns the whole state.
     """
     wall_start = time.perf_counter()
-    c = build(cfg)  # bad input (an unknown env id, say) fails before anything is written
+    with collector_paused():
+        c = build(cfg)  # bad input (an unknown env id, say) fails before anything is written
     if resume and not cfg.run_dir:
         raise ValueError("resume needs the run directory: --resume RUN_DIR")
     _agree(cfg, resume)
     console = console and distributed.is_writer()
     placement = Placement(cfg.devices, cfg.num_seeds, cfg.num_envs)
     setup_start = time.perf_counter()
-    state = initial_states(c, hparams)
+    with collector_paused():
+        state = initial_states(c, hparams)
     setup_compile_s = time.perf_counter() - setup_start
     saved = None
     if resume:
@@ -98,7 +101,8 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     with Run.create(cfg, c.evaluate, placement, console=console, resume=saved, stop_after=stop_after_updates,
                     wall_start=wall_start, learner_host=c.algo.host) as run:
         eval_compile_start = time.perf_counter()
-        run.compile_evaluation(state)
+        with collector_paused():
+            run.compile_evaluation(state)
         eval_compile_s = time.perf_counter() - eval_compile_start
         setup_compile_s += eval_compile_s
         if cfg.mode == "fused":

@@ -35,6 +35,7 @@ from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, over_seeds, warm_u
 from jaxrl_async.trainer.build import Components, all_finite
 from jaxrl_async.trainer.asynchronous.pipeline import Lag, ParamStore, RolloutWorker
 from jaxrl_async.trainer.run import Run, Window
+from jaxrl_async.trainer.runtime import collector_paused
 from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.types import TrainState
 
@@ -242,7 +243,8 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
     compile_start = time.perf_counter()
     start = done = run.start_update
     behaviour = behaviour_hook(c, state)
-    actor, learn = compile_pipeline(c, run.placement, state, start)
+    with collector_paused():
+        actor, learn = compile_pipeline(c, run.placement, state, start)
     compile_s = time.perf_counter() - compile_start
 
     sync_at = set(run.schedule.remaining(start))
