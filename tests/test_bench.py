@@ -107,6 +107,10 @@ def test_processes(quick_report):
 def test_compile_cache(quick_report):
     cache = quick_report[1]["results"]["compile_cache/CartPole-v1/fused"]
     assert cache["cold_compile_s"] > 0 and cache["warm_compile_s"] > 0
+    for start in ("cold", "warm"):  # the split of each start's compile time
+        loop = [cache[f"{start}_compile_{phase}_s"] for phase in ("trace", "lower", "xla")]
+        assert min(loop) > 0 and max(loop) <= cache[f"{start}_compile_s"]
+        assert 0 < cache[f"{start}_eval_compile_xla_s"] <= cache[f"{start}_eval_compile_s"]
 
 
 def test_eval_cost(quick_report):

@@ -222,5 +222,10 @@ def test_summary_splits_the_host_time_into_evaluation_and_checkpoints(tiny_confi
         assert summary[key] > 0, key
     assert summary["eval_s"] + summary["checkpoint_s"] <= summary["eval_checkpoint_s"]
     assert summary["eval_compile_s"] <= summary["compile_s"]
+    # the compile time split into tracing, lowering and XLA, for the loop and for the evaluation
+    # (compiled beside it, in a thread of its own)
+    for prefix in ("compile", "eval_compile"):
+        phases = [summary[f"{prefix}_{phase}_s"] for phase in ("trace", "lower", "xla")]
+        assert min(phases) > 0 and max(phases) <= summary[f"{prefix}_s"], (prefix, phases)
     assert summary["compile_s"] + summary["train_s"] + summary["eval_checkpoint_s"] <= summary["wall_s"]
     assert summary["eval_checkpoint_fraction"] == pytest.approx(summary["eval_checkpoint_s"] / summary["train_s"])

@@ -55,6 +55,7 @@ def train_fused(c: Components, run: Run, state: TrainState) -> tuple[TrainState,
     and the loop's timings (`compile_s`, `train_s`) and `updates_done`."""
     compile_start = time.perf_counter()
     run_chunk = compile_fused(c, state, run.placement.shardings(state))
+    run.loop_compiled()  # waits for the evaluation's compile: the first call gives the state away
     compile_s = time.perf_counter() - compile_start
     train_s, done = 0.0, run.start_update
     for point in run.schedule.remaining(done):

@@ -40,6 +40,8 @@ from jaxrl_async.config import TrainConfig
 from jaxrl_async.rollout.collector import over_seeds, seed_keys
 from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.trainer.schedule import Schedule
+from jaxrl_async.trainer.compile_phases import CompilePhases
+from jaxrl_async.trainer.runtime import collector_paused
 from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.types import HostHooks, TrainState
 
@@ -122,7 +124,8 @@ class Run:
     def __init__(self, cfg: TrainConfig, evaluate, placement: Placement, *,
                  run_dir: str, sinks: list, start_update: int = 0, best_eval_return: float | None = None,
                  last_checkpoint: str | None = None, stop_after: int | None = None,
-                 wall_start: float | None = None, learner_host: HostHooks = HostHooks()):
+                 wall_start: float | None = None, learner_host: HostHooks = HostHooks(),
+                 loop_phases: CompilePhases | None = None):
         self.cfg = cfg
         self.placement = placement
         self.schedule = Schedule.from_config(cfg)
@@ -142,6 +145,10 @@ class Run:
         self._wall_start = time.perf_counter() if wall_start is None else wall_start
         self._learner_host = learner_host
         self.totals: dict = {}  # every metric summed over this process's windows, host arrays [S]
+        self.eval_compile_s = 0.0  # compiling and first running the evaluation (`compile_evaluation`)
+        self._eval_compiling: tuple[threading.Thread, list] | None = None  # (thread, its error) meanwhile
+        self.eval_compile_phases: CompilePhases | None = None
+        self._loop_phases = loop_phases
         # jitted where the evaluator is a JAX function; plain Python where it steps host envs
         self._evaluate = evaluate.stage(functools.partial(_evaluate_at, evaluate, cfg.seed, cfg.num_seeds),
                                         static_argnames="greedy")
@@ -150,7 +157,7 @@ class Run:
     def create(cls, cfg: TrainConfig, evaluate, placement: Placement, *,
                console: bool = True, resume: dict | None = None, stop_after: int | None = None,
                wall_start: float | None = None, extra_sinks: tuple = (),
-               learner_host: HostHooks = HostHooks()) -> "Run":
+               learner_host: HostHooks = HostHooks(), loop_phases: CompilePhases | None = None) -> "Run":
         """Open the run directory (a fresh one, or the resumed run's), write config.json, open
         the sinks (console, metrics.jsonl, TensorBoard, and any `extra_sinks`).
 
@@ -159,6 +166,7 @@ class Run:
           resume: the checkpoint a resumed run continues from (`checkpoint.load` plus its `path`).
           stop_after: stop (with a checkpoint) at the first sync at or after this many updates.
           learner_host: the learner's `HostHooks` (what its checkpoints keep, its own rates).
+          loop_phases: the compile phases the caller records until the loop is compiled (`loop_compiled`).
         """
         start_update = int((resume or {}).get("counters", {}).get("updates", 0))
         if not distributed.is_writer():  # another process than 0: it writes nothing
@@ -166,7 +174,7 @@ class Run:
             return cls(cfg, evaluate, placement, run_dir=cfg.run_dir or "", sinks=[], start_update=start_update,
                        best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
                        last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start,
-                       learner_host=learner_host)
+                       learner_host=learner_host, loop_phases=loop_phases)
         if resume is None:
             run_dir = run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
         else:
@@ -177,7 +185,7 @@ class Run:
         return cls(cfg, evaluate, placement, run_dir=run_dir, sinks=sinks, start_update=start_update,
                    best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
                    last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start,
-                   learner_host=learner_host)
+                   learner_host=learner_host, loop_phases=loop_phases)
 
     def __enter__(self) -> "Run":
         self._stop.__enter__()
@@ -185,6 +193,9 @@ class Run:
 
     def __exit__(self, exc_type, exc, traceback) -> None:
         self._stop.__exit__(exc_type, exc, traceback)
+        if self._eval_compiling is not None:  # the loop failed before it waited
+            self._eval_compiling[0].join()
+            self._eval_compiling = None
         for sink in self._sinks:
             sink.close()
         try:
@@ -241,15 +252,69 @@ class Run:
 
     def evaluate(self, state: TrainState, updates: int, greedy: bool = True) -> EvalResult:
         """Evaluate every seed on its own envs; the key depends only on the seed and the update."""
+        self._evaluation_compiled()  # the evaluation's first compile, if still in flight
+        return self._evaluation(state, updates, greedy)
+
+    def _evaluation(self, state: TrainState, updates: int, greedy: bool) -> EvalResult:
         return distributed.fetch(self._evaluate(state.learner.params, state.rollout.obs_stats,
                                                 jnp.uint32(updates), greedy=greedy))
 
     def compile_evaluation(self, state: TrainState) -> None:
         """Compile the evaluation programs the run will use and run each once (results dropped):
         one-time work that otherwise lands in the first evaluation's host time (even with the
-        persistent cache), so callers count it as compilation."""
-        for greedy in (True, False) if self.cfg.eval_stochastic else (True,):
-            self.evaluate(state, self.start_update, greedy=greedy)
+        persistent cache), so callers count it as compilation (`eval_compile_s`)."""
+        start = time.perf_counter()
+        with collector_paused(), CompilePhases() as self.eval_compile_phases:
+            for greedy in (True, False) if self.cfg.eval_stochastic else (True,):
+                self._evaluation(state, self.start_update, greedy)
+        self.eval_compile_s = time.perf_counter() - start
+
+    def start_compiling_evaluation(self, state: TrainState) -> None:
+        """`compile_evaluation` in a thread, beside the training loop's compilation: XLA compiles
+        without holding the GIL, so on a machine with a spare core the evaluation's compile costs
+        no wall time. The loop calls `loop_compiled` before it first gives its state away.
+        Over several processes it compiles here and now: its first run gathers every process's
+        results, and collectives must run in the same order in every process."""
+        if distributed.is_multiprocess():
+            self.compile_evaluation(state)
+            return
+        errors: list[BaseException] = []
+
+        def compile_():
+            try:
+                self.compile_evaluation(state)
+            except BaseException as error:  # raised again in the loop's thread, by evaluation_compiled
+                errors.append(error)
+
+        self._eval_compiling = (threading.Thread(target=compile_, name="compile-evaluation", daemon=True), errors)
+        self._eval_compiling[0].start()
+
+    def loop_compiled(self) -> None:
+        """The loop's programs are compiled: close the account of its compile phases (begun by the
+        caller before it built anything), wait for the evaluation's compile, raise its error."""
+        if self._loop_phases is not None:
+            self._loop_phases.stop()
+        self._evaluation_compiled()
+
+    def compile_timings(self) -> dict:
+        """summary.json's split of the compile time: `compile_{trace,lower,xla}_s`, the loop's
+        thread from the start of the run to its first iteration, and `eval_compile_{...}_s`, the
+        evaluation's (`compile_phases.py`; xla: compiling, or loading from the persistent cache)."""
+        figures = {}
+        for prefix, phases in (("compile", self._loop_phases), ("eval_compile", self.eval_compile_phases)):
+            if phases is not None:
+                figures.update({f"{prefix}_{phase}": seconds for phase, seconds in phases.seconds().items()})
+        return figures
+
+    def _evaluation_compiled(self) -> None:
+        """Wait for `start_compiling_evaluation`'s thread; raise its error, if any."""
+        if self._eval_compiling is None:
+            return
+        thread, errors = self._eval_compiling
+        thread.join()
+        self._eval_compiling = None
+        if errors:
+            raise errors[0]
 
     def _evaluate_into(self, record: dict, state: TrainState, updates: int) -> bool:
         """Evaluate into the metrics record; True when it is the best evaluation so far."""

@@ -25,6 +25,7 @@ from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.trainer.build import Components, build, initial_states
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.rollout.evaluate import EvalResult
+from jaxrl_async.trainer.compile_phases import CompilePhases
 from jaxrl_async.trainer.fused import train_fused
 from jaxrl_async.trainer.run import Run, TrainingDiverged, restore_training_state
 from jaxrl_async.trainer.runtime import collector_paused
@@ -78,6 +79,12 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     same config; process 0 alone writes the run directory and prints, and every process
     returns the whole state.
     """
+    with CompilePhases() as loop_phases:  # this thread's compilations until the loop's first iteration
+        return _train(cfg, console, hparams, resume, stop_after_updates, loop_phases)
+
+
+def _train(cfg: TrainConfig, console: bool, hparams: Any, resume: bool, stop_after_updates: int | None,
+           loop_phases: CompilePhases) -> TrainResult:
     wall_start = time.perf_counter()
     with collector_paused():
         c = build(cfg)  # bad input (an unknown env id, say) fails before anything is written
@@ -99,12 +106,8 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     if console and placement.num_devices > 1:
         print(f"placement: {placement.describe()}", flush=True)
     with Run.create(cfg, c.evaluate, placement, console=console, resume=saved, stop_after=stop_after_updates,
-                    wall_start=wall_start, learner_host=c.algo.host) as run:
-        eval_compile_start = time.perf_counter()
-        with collector_paused():
-            run.compile_evaluation(state)
-        eval_compile_s = time.perf_counter() - eval_compile_start
-        setup_compile_s += eval_compile_s
+                    wall_start=wall_start, learner_host=c.algo.host, loop_phases=loop_phases) as run:
+        run.start_compiling_evaluation(state)  # beside the loop's compilation, which waits for it
         if cfg.mode == "fused":
             state, timing = train_fused(c, run, state)
         else:
@@ -124,7 +127,7 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
     summary = make_summary(cfg, state, run.last_eval, stochastic_eval=run.last_eval_stochastic,
                            wall_s=time.perf_counter() - wall_start, updates_trained=done - run.start_update,
                            best_eval_return=run.best_eval_return, eval_checkpoint_s=run.host_s,
-                           eval_compile_s=eval_compile_s, **run.timings(),
+                           eval_compile_s=run.eval_compile_s, **run.compile_timings(), **run.timings(),
                            devices=placement.num_devices, processes=jax.process_count(),
                            sharding=placement.layout, speed=c.speed.as_dict(),
                            **timing)
@@ -166,8 +169,9 @@ def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *
                  stochastic_eval: EvalResult | None = None, **extra) -> dict:
     """summary.json; `steps_per_second` counts the steps trained in this process (all seeds).
 
-    Where the time went: `wall_s` = `compile_s` (of which `eval_compile_s`, compiling and first
-    running the evaluation) + `train_s` + `eval_checkpoint_s` (the host syncs: `eval_s`,
+    Where the time went: `wall_s` = `compile_s` (the time before the first iteration: initial
+    states and the loop's programs, with the evaluation's compiled beside them in a thread, its own
+    time `eval_compile_s`) + `train_s` + `eval_checkpoint_s` (the host syncs: `eval_s`,
     `checkpoint_s` in the loop's thread, the metrics line) + setup; `checkpoint_encode_s` and
     `checkpoint_write_s` are the checkpoint writer's, beside training. `eval_checkpoint_fraction`
     is `eval_checkpoint_s / train_s`, what evaluation and checkpoints add to training.

@@ -245,6 +245,7 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
     behaviour = behaviour_hook(c, state)
     with collector_paused():
         actor, learn = compile_pipeline(c, run.placement, state, start)
+    run.loop_compiled()  # waits for the evaluation's compile: the first call gives the state away
     compile_s = time.perf_counter() - compile_start
 
     sync_at = set(run.schedule.remaining(start))
