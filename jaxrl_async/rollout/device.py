@@ -173,9 +173,11 @@ class DeviceActor:
         params, rollout = state.learner.params, state.rollout
         self.unpack = lambda trajectory: trajectory  # noqa: E731 -- applied by the learner, inside its jit
         if device is None:
-            self._collect = jax.jit(collect_fn).lower(params, rollout).compile()
-            # the learner is compiled for the trajectory exactly as collect lays it out
-            _, trajectory = jax.eval_shape(collect_fn, params, rollout)
+            collect = jax.jit(collect_fn)
+            self._collect = collect.lower(params, rollout).compile()
+            # the learner is compiled for the trajectory exactly as collect lays it out (its shapes
+            # from the trace just made: JAX caches a jitted function's trace)
+            _, trajectory = jax.eval_shape(collect, params, rollout)
             _, out_shardings = self._collect.output_shardings
             self.trajectory = jax.tree.map(lambda x, sh: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh),
                                            trajectory, out_shardings)
@@ -194,8 +196,9 @@ class DeviceActor:
             replicated = jax.sharding.NamedSharding(placement.mesh, jax.sharding.PartitionSpec())
             self._pack_params = jax.jit(lambda p: ravel_pytree(p)[0], out_shardings=replicated)
             flat_params, rollout = jax.device_put((self._pack_params(params), rollout), device)
-            self._collect = jax.jit(collect_packed).lower(flat_params, rollout).compile()
-            _, packed = jax.eval_shape(collect_packed, flat_params, rollout)
+            collect = jax.jit(collect_packed)
+            self._collect = collect.lower(flat_params, rollout).compile()
+            _, packed = jax.eval_shape(collect, flat_params, rollout)
             self._out_shardings = replicated
             self.trajectory = jax.ShapeDtypeStruct(packed.shape, packed.dtype, sharding=replicated)
             warm_up(self._collect, flat_params, rollout)

@@ -116,7 +116,9 @@ def run_iterations(c: Components, state: TrainState, num_iterations) -> tuple[Tr
     function serves every chunk length). Returns the state, the summed metrics (fixed
     size however many iterations ran) and diagnostics: the first update whose metrics
     were not finite (-1 if none) and whether the final params are finite."""
-    step = functools.partial(iteration, c)
+    # jitted so that its one trace serves both the metrics' shapes and the loop's body (JAX caches
+    # a jitted function's trace per argument shapes); XLA inlines the call
+    step = jax.jit(functools.partial(iteration, c))
     zeros = metrics_lib.zeros_like_metrics(lambda s: step(s)[1], state)
 
     def body(_, carry):
