@@ -20,6 +20,11 @@ Figures per side, medians over the rounds:
   one final evaluation of 128 episodes); SB3 / sbx: env steps / `learn()`.
 - e2e steps/s: env steps / (wall - compile): ours adds the final evaluation, checkpoint and
   run-directory writes; rejax's is its timed call; first-start compile beside it.
+- compile s: the startup, from the trainer's call to its first training step, measured the same
+  way on both sides: ours `compile_s` (from `train()`'s call: envs, initial states, tracing,
+  lowering and XLA for the loop and the evaluation, the warm-up call); rejax's `startup_s` (from
+  `create()`: envs and networks, then tracing, lowering and XLA of its one `train` program).
+  "compile ours/side" is the median over rounds of each round's ratio (below 1: we start sooner).
 - paired: the median over rounds of each round's ours / side steps/s. The speed of this shared
   2-core machine drifts (1.6x within minutes, seen in one process pinned to one core), and a
   round's two runs are seconds apart, so this ratio is the steadier one.
@@ -158,7 +163,8 @@ def run_side(side: str, case: str, cfg: PeersConfig) -> dict:
         return last_json(out.stdout, "OURS ")
     s = last_json(out.stdout)
     if side == "rejax":
-        return {"steps_per_second": s["agg_sps_median"], "compile_s": s["trace_s"] + s["compile_s"],
+        # from the trainer's call to its first training step, as our compile_s
+        return {"steps_per_second": s["agg_sps_median"], "compile_s": s["startup_s"],
                 "e2e_steps_per_second": s["agg_sps_median"], "env_steps": s["steps_per_seed"],
                 "final_return": statistics.median(s["final_ret"])}
     return {"steps_per_second": s["sps"], "compile_s": s.get("sbx_warmup_learn_s") or 0.0,
@@ -178,6 +184,11 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, dict]:
         if side != "ours":
             row["ours_ratio"] = rows["ours"]["steps_per_second"] / row["steps_per_second"]
             row["ours_e2e_ratio"] = rows["ours"]["e2e_steps_per_second"] / row["e2e_steps_per_second"]
+            # startup: ours over theirs (below 1: we start sooner), by medians and paired by round
+            row["ours_compile_ratio"] = rows["ours"]["compile_s"] / row["compile_s"] if row["compile_s"] else None
+            row["ours_paired_compile_ratio"] = statistics.median(
+                ours["compile_s"] / theirs["compile_s"] for ours, theirs in zip(runs["ours"], runs[side])
+                if theirs["compile_s"]) if any(theirs["compile_s"] for theirs in runs[side]) else None
             # each round's ours / side, then their median: the two runs of a round are seconds apart,
             # so a drift in this shared machine's speed (seen: 1.6x within minutes) hits both alike
             row["ours_paired_ratio"] = statistics.median(
@@ -206,10 +217,12 @@ def compare(cfg: PeersConfig) -> dict:
 
 def table(report: dict) -> str:
     lines = [f"{'case':<12} {'side':<18} {'steps/s':>10} {'e2e steps/s':>12} {'compile s':>9} {'return':>8} "
-             f"{'ours/side':>9} {'e2e ours/side':>13} {'paired':>7}"]
+             f"{'ours/side':>9} {'e2e ours/side':>13} {'paired':>7} {'compile ours/side':>17}"]
     for case, entry in report.items():
         for side, r in entry["rows"].items():
-            ratios = (f"{r['ours_ratio']:>9.2f} {r['ours_e2e_ratio']:>13.2f} {r['ours_paired_ratio']:>7.2f}"
+            compile_ratio = r.get("ours_paired_compile_ratio")
+            ratios = (f"{r['ours_ratio']:>9.2f} {r['ours_e2e_ratio']:>13.2f} {r['ours_paired_ratio']:>7.2f} "
+                      f"{compile_ratio if compile_ratio is None else format(compile_ratio, '>17.2f')}"
                       if "ours_ratio" in r else "")
             lines.append(f"{case:<12} {side:<18} {r['steps_per_second']:>10,.0f} {r['e2e_steps_per_second']:>12,.0f} "
                          f"{r['compile_s']:>9.1f} {r['final_return']:>8.1f} {ratios}")

@@ -9,6 +9,9 @@ usage: python benchmarks/peers_rejax.py ALGO PRESET NSEEDS REPEATS [TOTAL_TIMEST
   NSEEDS=0 -> jit(algo.train)(rng); k -> jit(vmap(algo.train))(k rngs)
   hlo: write the optimised HLO of one compiled `train_iteration` to FILE (for its op count)
 
+startup_s is the time from the trainer's call (`create`) to its compiled program, the way our
+`compile_s` runs from `train()`'s call to the first iteration (benchmarks/peers.py compares the two).
+
 eval_freq is the whole run and skip_initial_evaluation=True, so a timed run is training plus
 exactly ONE final evaluation (rejax's: 128 episodes, run to done or the episode limit), whose
 mean return is reported. One JSON line per repeat, then a SUMMARY line.
@@ -104,6 +107,7 @@ def main(argv):
         cfg["total_timesteps"] = int(float(argv[5]))
     cfg["eval_freq"] = cfg["total_timesteps"]
     cfg["skip_initial_evaluation"] = True
+    start = time.perf_counter()  # the trainer's call: startup_s runs from here to the compiled program
     algo = cls.create(**cfg)
     if argv[3] == "hlo":
         ts = algo.init_state(jax.random.PRNGKey(0))
@@ -128,6 +132,7 @@ def main(argv):
     t1 = time.perf_counter()
     compiled = lowered.compile()
     trace_s, compile_s = t1 - t0, time.perf_counter() - t1
+    startup_s = time.perf_counter() - start  # create (envs, networks), trace, lower, XLA compile
 
     times, rets = [], []
     for i in range(repeats):
@@ -146,6 +151,7 @@ def main(argv):
     print("SUMMARY", json.dumps({
         "anchor": f"rejax {name}", "preset": preset, "env": cfg["env"], "nseeds": seeds,
         "steps_per_seed": steps_per_seed, "trace_s": round(trace_s, 2), "compile_s": round(compile_s, 2),
+        "startup_s": round(startup_s, 2),
         "run_s": [round(t, 3) for t in times], "run_s_median": round(med, 3),
         "agg_sps_median": round(seeds * steps_per_seed / med),
         "final_ret": [round(r, 2) for r in rets], "repeats": repeats,
