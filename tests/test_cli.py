@@ -87,32 +87,42 @@ def test_envs_shows_each_preset_budget_and_expected_return(capsys):
     assert "sac (50,000 steps)" in learners and "dqn (300,000 steps)" in learners and "pqn (500,000 steps)" in learners
 
 
-def _modules_imported_by(code: str) -> set[str]:
-    """The top-level modules a fresh interpreter has imported after running `code`."""
-    probe = code + "\nimport json, sys\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+HEAVY = {"jax", "jaxlib", "gymnax", "flax", "optax", "chex", "numpy"}
+# the commands that ask nothing of JAX, each run as the `jaxrl-async` command runs it (cpu_runtime=True)
+NO_JAX_COMMANDS = {"help": ["--help"], "envs": ["envs"], "train-help": ["train", "--help"],
+                   "preset-help": ["train", "--env", "Breakout-MinAtar", "--help"],
+                   "bad-preset": ["train", "--preset", "fast"], "bad-flag": ["train", "--num-envs", "abc"],
+                   "eval-help": ["eval", "--help"]}
+
+
+@pytest.fixture(scope="module")
+def modules_imported():
+    """The top-level modules a fresh interpreter has imported after `import jaxrl_async.cli.main`
+    ("import"), then after each of NO_JAX_COMMANDS in turn, output silenced: one interpreter
+    for them all (each costs a Python start). The sets only grow, so each command's is a
+    superset of what that command alone imports: none may hold a heavy module."""
+    probe = ("import contextlib, io, json, sys\n"
+             "def modules():\n    return sorted({m.split('.')[0] for m in sys.modules})\n"
+             "import jaxrl_async.cli.main\nfrom jaxrl_async.cli.main import main\n"
+             "seen = {'import': modules()}\n"
+             f"for name, argv in {NO_JAX_COMMANDS!r}.items():\n"
+             "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+             "        main(argv, cpu_runtime=True)\n"
+             "    seen[name] = modules()\n"
+             "print(json.dumps(seen))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {name: set(found) for name, found in json.loads(done.stdout.strip().splitlines()[-1]).items()}
 
 
-HEAVY = {"jax", "jaxlib", "gymnax", "flax", "optax", "chex", "numpy"}
-
-
-def test_importing_the_cli_imports_no_jax():
+def test_importing_the_cli_imports_no_jax(modules_imported):
     # the `jaxrl-async` command imports this module first: JAX's import alone takes about a second
-    assert _modules_imported_by("import jaxrl_async.cli.main") & (HEAVY | {"tyro"}) == set()
+    assert modules_imported["import"] & (HEAVY | {"tyro"}) == set()
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["envs"], ["train", "--help"],
-                                  ["train", "--env", "Breakout-MinAtar", "--help"],
-                                  ["train", "--preset", "fast"], ["train", "--num-envs", "abc"], ["eval", "--help"]],
-                         ids=["help", "envs", "train-help", "preset-help", "bad-preset", "bad-flag", "eval-help"])
-def test_commands_that_ask_nothing_of_jax_do_not_import_it(argv):
-    # as the `jaxrl-async` command runs them (cpu_runtime=True), output silenced
-    code = ("import contextlib, io\nfrom jaxrl_async.cli.main import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
-            f"    main({argv!r}, cpu_runtime=True)")
-    assert _modules_imported_by(code) & HEAVY == set()
+@pytest.mark.parametrize("name", list(NO_JAX_COMMANDS))
+def test_commands_that_ask_nothing_of_jax_do_not_import_it(name, modules_imported):
+    assert modules_imported[name] & HEAVY == set()
 
 
 def test_tiny_train_writes_the_run_directory(capsys, tmp_path):
