@@ -224,9 +224,12 @@ def test_an_async_run_trains_with_the_policy_lag(runs):
 
 
 # ------------------------------------------------------------------ slow: the full game, pixels, every learner
+# Long for their compilation (the full game's world generation, the CNN, four learners), not their
+# runs: a few steps or iterations each, so they compile fast (conftest.py's `fast_compile`).
 
 
 @pytest.mark.slow
+@pytest.mark.fast_compile
 def test_the_full_game_splits_death_from_its_time_limit():
     """Craftax (not Classic): its done is `timestep >= max_timesteps | dead | boss beaten`."""
     limit = 3
@@ -249,6 +252,7 @@ def test_the_full_game_splits_death_from_its_time_limit():
 
 
 @pytest.mark.slow
+@pytest.mark.fast_compile
 def test_pixels_train_through_the_image_encoder(tmp_path):
     """Craftax-Classic's 63x63x3 pixels through the CNN torso, two iterations."""
     cfg = tiny_config(tmp_path, env="craftax:Craftax-Classic-Pixels-v1", num_steps=4, total_timesteps=16,
@@ -260,6 +264,7 @@ def test_pixels_train_through_the_image_encoder(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.fast_compile
 @pytest.mark.parametrize("algo", ["a2c", "reinforce", "impala", "dqn"])
 def test_every_discrete_learner_trains_on_craftax(algo, tmp_path):
     cfg = tiny_config(tmp_path, algo=algo)
