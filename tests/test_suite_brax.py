@@ -84,7 +84,8 @@ def test_spaces():
 
 @pytest.fixture(scope="module")
 def pendulum():
-    """The adapter's reset and step, and Brax's own step of the same inner state, jitted together."""
+    """The adapter's reset and step, and Brax's own step of the same inner state, jitted together;
+    the adapter's reset and Brax's of the same key, jitted together (one program, not two)."""
     env = make_suite_env(PENDULUM, backend=BACKEND)
     suite = env.unwrapped_suite_env
 
@@ -92,7 +93,11 @@ def pendulum():
     def step_both(key, state, action):
         return env.step(key, state, action), suite.step(env.suite_state(state.inner), action)
 
-    return env, suite, jax.jit(env.reset), step_both, jax.jit(suite.reset)
+    @jax.jit
+    def reset_both(key):
+        return env.reset(key), suite.reset(key)
+
+    return env, suite, lambda key: reset_both(key)[0], step_both, lambda key: reset_both(key)[1]
 
 
 def test_termination_follows_brax_done_step_by_step(pendulum):
