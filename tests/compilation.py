@@ -14,7 +14,9 @@ that compare the bits of two *different* programs, such as the async mode at lag
 fused mode: the two agree to the bit compiled optimised, not in every compilation (compiled
 fast, the PPO and SAC lag-0 runs differ from the fused ones by about 1e-8). The probe learning
 tests compile fast: their rules hold whatever float code the machine's XLA compiles
-(learning_checks.py), and every probe passes so.
+(learning_checks.py), and every probe passes so. A `slow` test whose time is compiling big
+programs and running them for a few iterations (Craftax's full game, its pixels, every learner
+on it) is marked `fast_compile` too: it stays among the long tests, and compiles FAST.
 
 Both settings compile the same HLO without fast-math; only the machine code, hence possibly the
 last bits of a result, differs. They are part of the persistent cache's key, so the two kinds of

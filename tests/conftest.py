@@ -73,6 +73,8 @@ gc.set_threshold(20_000, 20, 20)
 def pytest_configure(config):
     config.addinivalue_line("markers", "optimized_compile: compile optimised, not fast (compilation.py), as `slow` "
                                        "tests do: a test that runs compiled code long or compares two programs' bits")
+    config.addinivalue_line("markers", "fast_compile: compile fast even where `slow` (compilation.py): a long test "
+                                       "whose time is compiling big programs, not running them")
 
 
 @pytest.fixture(scope="session")
@@ -133,7 +135,10 @@ def _float32_matmuls_for_test(request):
 
 
 def _compilation_for(node):
-    """Optimised compilation for a `slow` or `optimized_compile` node, fast otherwise (compilation.py)."""
+    """Optimised compilation for a `slow` or `optimized_compile` node, fast otherwise or where it is
+    also marked `fast_compile` (compilation.py)."""
+    if node.get_closest_marker("fast_compile") is not None:
+        return compilation.compiled(fast=True)
     return compilation.compiled(fast=not any(node.get_closest_marker(name)
                                              for name in ("slow", "optimized_compile")))
 

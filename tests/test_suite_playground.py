@@ -54,7 +54,9 @@ def test_spaces_time_limit_and_cpu_impl():
 
 @pytest.fixture(scope="module")
 def cartpole():
-    """A 3-step CartpoleBalance: the adapter's step beside Playground's step of the same state."""
+    """A 3-step CartpoleBalance: the adapter's step beside Playground's step of the same state, and
+    the adapter's reset beside Playground's reset of the same key (one program: MJX's reset takes
+    seconds to compile, twice as two)."""
     env = make_suite_env(CARTPOLE, episode_length=3)
     suite = env.unwrapped_suite_env
 
@@ -62,14 +64,18 @@ def cartpole():
     def step_both(key, state, action):
         return env.step(key, state, action), suite.step(env.suite_state(state.inner), action)
 
-    return env, jax.jit(env.reset), step_both, jax.jit(suite.reset)
+    @jax.jit
+    def reset_both(key):
+        return env.reset(key), suite.reset(key)
+
+    return env, reset_both, step_both, lambda key: reset_both(key)[1]
 
 
 def test_time_limit_truncates_and_resets_as_playground_steps(cartpole):
-    env, reset, step_both, suite_reset = cartpole
+    env, reset_both, step_both, suite_reset = cartpole
     key = jax.random.PRNGKey(0)
-    obs, state = reset(key)
-    np.testing.assert_array_equal(obs, suite_reset(key).obs)
+    (obs, state), theirs = reset_both(key)
+    np.testing.assert_array_equal(obs, theirs.obs)
     for t, action in enumerate([0.5, -1.0, 1.0], start=1):
         step_key = jax.random.fold_in(key, t)
         (obs, state, reward, terminated, truncated, info), theirs = step_both(step_key, state, jnp.array([action]))
@@ -84,9 +90,9 @@ def test_time_limit_truncates_and_resets_as_playground_steps(cartpole):
 
 
 def test_nan_physics_terminates_and_the_reset_clears_it(cartpole):
-    env, reset, step_both, suite_reset = cartpole
+    env, reset_both, step_both, suite_reset = cartpole
     key = jax.random.PRNGKey(1)
-    _, state = reset(key)
+    (_, state), _ = reset_both(key)
     (obs, state, _, terminated, truncated, info), theirs = step_both(key, state, jnp.array([jnp.nan]))
     assert bool(theirs.done) and bool(terminated) and not bool(truncated)  # Playground's done: a NaN state
     assert np.isnan(np.asarray(info["final_observation"])).any()
