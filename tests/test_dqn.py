@@ -18,7 +18,7 @@ from jaxrl_async.trainer.build import build
 from jaxrl_async.config import DQNConfig, TrainConfig
 from jaxrl_async.core.distributions import EpsilonGreedy
 from jaxrl_async.trainer.training import train
-from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved, assert_every_seed_close,
+from learning_checks import (PROBE_SEEDS, assert_cartpole_solved, assert_every_seed_close,
                              values)
 
 TOLERANCE = 0.1

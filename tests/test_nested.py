@@ -18,7 +18,7 @@ from jaxrl_async.trainer import checkpoint
 from jaxrl_async.trainer.build import build, initial_states, iteration
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.core.distributions import MultiCategorical
-from jaxrl_async.envs import RunningMeanStd, make_env
+from jaxrl_async.envs import RunningMeanStd
 from jaxrl_async.nets.actor_critic import make_policy
 from jaxrl_async.envs.spaces import MultiDiscrete, from_gymnasium, observation_shapes
 from jaxrl_async.trainer.training import train
