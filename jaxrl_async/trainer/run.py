@@ -279,11 +279,15 @@ class Run:
             self.compile_evaluation(state)
             return
         errors: list[BaseException] = []
+        # JAX's matmul precision is per thread: the thread compiles under the caller's, so that the
+        # evaluations at the syncs, in the caller's thread, find this program rather than compile anew
+        precision = jax.config.jax_default_matmul_precision
 
         def compile_():
             try:
-                self.compile_evaluation(state)
-            except BaseException as error:  # raised again in the loop's thread, by evaluation_compiled
+                with jax.default_matmul_precision(precision):
+                    self.compile_evaluation(state)
+            except BaseException as error:  # raised again in the loop's thread, by loop_compiled
                 errors.append(error)
 
         self._eval_compiling = (threading.Thread(target=compile_, name="compile-evaluation", daemon=True), errors)
