@@ -344,6 +344,8 @@ class TrainConfig:
     """Async mode: where the actor runs the policy: 'default' the learner's device; 'cpu' a host CPU device of its own (on a GPU machine the CPU acts while the GPU learns; on a CPU-only machine a core of its own)."""
     num_actors: int = 1
     """Async mode, host envs (gymnasium:<id>, envpool:<id>): actor threads, each stepping an equal share of num_envs (their fragments joined along the env axis)."""
+    env_groups: int | Literal["auto"] = "auto"
+    """Async mode, host envs: vector envs each actor's envs are split into, stepped in turn so that one group's envs step while the actor acts for another (double-buffered sampling); 'auto': 2 where the envs' steps are dear and off the actor's thread (EnvPool's MuJoCo and Atari envs: docs/host_envs.md) and each actor's envs split evenly, else 1."""
     devices: int | Literal["all"] = "all"
     """Devices to spread seeds (or, with fewer seeds than devices, envs) over; the CLI makes each CPU core a device."""
     iterations_per_call: int | Literal["auto", "all"] = "auto"
@@ -436,6 +438,9 @@ class TrainConfig:
             _check(self.num_actors == 1, "num_actors", self.num_actors,
                    "several actor threads step host envs (gymnasium:<id>, envpool:<id>); a gymnax env's rollout is one jitted "
                    "program: use --num-actors 1")
+            _check(self.env_groups in ("auto", 1), "env_groups", self.env_groups,
+                   "env groups split a host env actor's envs (gymnasium:<id>, envpool:<id>); a gymnax env's rollout is one "
+                   "jitted program: use --env-groups auto")
         if self.algo in OFF_POLICY_ALGOS:
             self._check_off_policy()
             return
@@ -454,6 +459,15 @@ class TrainConfig:
         _check(not (self.normalize_obs and self.num_actors > 1), "normalize_obs", self.normalize_obs,
                f"with num_actors={self.num_actors} each actor would keep statistics of its own share of the envs: "
                "use --num-actors 1 or --no-normalize-obs")
+        _check(self.env_groups == "auto" or (isinstance(self.env_groups, int) and self.env_groups >= 1), "env_groups",
+               self.env_groups, "use a count of groups >= 1 or 'auto'")
+        if self.env_groups != "auto" and self.env_groups > 1:
+            per_actor = self.num_envs // self.num_actors
+            _check(per_actor % self.env_groups == 0, "env_groups", self.env_groups,
+                   f"must divide each actor's {per_actor} envs (num_envs={self.num_envs} / num_actors={self.num_actors})")
+            _check(not self.normalize_obs, "normalize_obs", self.normalize_obs,
+                   f"with env_groups={self.env_groups} the statistics would take in each group's observations apart, "
+                   "not as the one batch they are: use --env-groups 1 or --no-normalize-obs")
 
     def _check_off_policy(self) -> None:
         """A replay learner's own rules (its minibatches are sampled from the buffer, so the

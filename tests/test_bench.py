@@ -79,6 +79,10 @@ def test_host_step_cost(quick_report):
     assert host["fragment_us"] > host["env_us"] > 0 and host["act_us"] > host["dispatch_floor_us"] > 0
     assert host["env_bound_steps_per_second"] == pytest.approx(4e6 / host["env_us"])
     assert host["actor_steps_per_second"] == pytest.approx(4e6 / host["fragment_us"])
+    assert host["actor_to_env"] == pytest.approx(host["env_us"] / host["fragment_us"]) and host["env_groups"] == 1
+    # EnvPool (in the dev extra) in two env groups
+    grouped = quick_report[1]["results"]["host_step_cost/envpool:CartPole-v1/4x128/groups=2"]
+    assert grouped["env_groups"] == 2 and grouped["fragment_us"] > 0 and grouped["env_us"] > 0
 
 
 def test_host_sync_cost(quick_report):

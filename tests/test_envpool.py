@@ -15,6 +15,7 @@ pytest.importorskip("envpool")
 
 from jaxrl_async.cli.main import main  # noqa: E402
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig  # noqa: E402
+from jaxrl_async.trainer.build import build  # noqa: E402
 from jaxrl_async.envs.host.gymnasium import make_host_env  # noqa: E402
 from jaxrl_async.trainer.training import train  # noqa: E402
 
@@ -135,9 +136,11 @@ def _cfg(tmp_path, name, **overrides):
 
 
 def test_same_seed_gives_identical_params(tmp_path):
-    """Lag 1, the overlapped pipeline (test_host_envs.py runs lag 0 and 1 on gymnasium envs)."""
-    a = train(_cfg(tmp_path, "a", lag="1"), console=False)
-    b = train(_cfg(tmp_path, "b", lag="1"), console=False)
+    """Lag 1, the overlapped pipeline (test_host_envs.py runs lag 0 and 1 on gymnasium envs), the
+    envs in two groups, each a pool that steps on its thread while the actor acts for the other
+    (EnvPool's send / recv); the third run in one group."""
+    a = train(_cfg(tmp_path, "a", lag="1", env_groups=2), console=False)
+    b = train(_cfg(tmp_path, "b", lag="1", env_groups=2), console=False)
     assert a.summary["params_digest"] == b.summary["params_digest"]
     assert a.summary["final_eval_episodes"] == 2
     c = train(_cfg(tmp_path, "c", lag="1", seed=1), console=False)
@@ -156,3 +159,15 @@ def test_cli_trains_and_evaluates_an_envpool_env(tmp_path, capsys):
     capsys.readouterr()
     assert main(["eval", run_dir, "--episodes", "2", "--checkpoint", "latest"]) == 0
     assert "(2 episodes)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("env, overrides, groups", [
+    ("envpool:HalfCheetah-v4", {}, 2),  # MuJoCo's steps repeat the simulator (frame_skip): two groups pay
+    ("envpool:HalfCheetah-v4", dict(num_envs=3), 1),  # 3 envs do not split evenly
+    ("envpool:HalfCheetah-v4", dict(normalize_obs=True), 1),  # one batch of statistics
+    ("envpool:HalfCheetah-v4", dict(env_groups=1), 1),
+    (CARTPOLE, {}, 1),  # a classic-control step is shorter than the hand-over to the pool's thread
+    ("gymnasium:HalfCheetah-v5", {}, 1),  # gymnasium's envs step in the actor's thread
+])
+def test_env_groups_auto_splits_where_the_envs_step_off_the_thread(env, overrides, groups):
+    assert build(TrainConfig(**{"env": env, "mode": "async", **overrides})).rollout.env_groups == groups

@@ -14,7 +14,7 @@ from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.core.advantages import gae_inputs
 from jaxrl_async.cli.main import main
 from jaxrl_async.trainer.build import build, initial_states
-from jaxrl_async.config import TrainConfig
+from jaxrl_async.config import NetworkConfig, TrainConfig
 from jaxrl_async.envs.host.gymnasium import make_host_env
 from jaxrl_async.trainer.training import train
 from host_envs_helpers import NESTED_ID, SCRIPTED_ID, TEXT_ID, register  # tests/host_envs_helpers.py
@@ -205,6 +205,42 @@ def test_normalize_obs_on_a_host_env_matches_a_numpy_reference():
     np.testing.assert_allclose(stats.var, seen[:2 * T].reshape(-1, 2).var(0), rtol=1e-5, atol=1e-6)
 
 
+def _fragments(env_groups: int, steps: int = 3) -> list:
+    """Three 6-step fragments of 4 nested envs (seeds 0-3) by a GRU policy's host actor, the envs in
+    `env_groups` groups: each fragment's trajectory and carried state, on the host."""
+    c = build(TrainConfig(env="gymnasium:" + NESTED_ID, mode="async", num_envs=4, num_steps=6, total_timesteps=48,
+                          env_groups=env_groups, network=NetworkConfig(hidden_sizes=(16,), core="gru", core_size=8)))
+    assert c.rollout.env_groups == env_groups
+    state = initial_states(c)
+    device = jax.devices()[0]
+    actor = c.rollout.actor([0, 1, 2, 3], device, jax.sharding.SingleDeviceSharding(device))
+    actor.warm_up(state.learner.params, state.rollout)
+    rollout, fragments = state.rollout, []
+    for _ in range(steps):
+        rollout, trajectory = actor.collect(state.learner.params, rollout)
+        fragments.append(jax.tree.map(np.asarray, (trajectory, rollout)))
+    actor.close()
+    return fragments
+
+
+def test_env_groups_record_what_one_group_records():
+    """Two env groups, each a vector env of its own stepped in turn, record the trajectory and carry
+    the state (observations, recurrent carry, reset flags, key) one vector env of all the envs does,
+    fragment after fragment (nested observations and a GRU's carry joined by env): the same
+    episodes, actions and flags; the network's outputs to float rounding, as each group's act call
+    computes them over its 2 envs' rows rather than 4 (XLA's CPU kernels may round a matmul of
+    another row count differently: docs/host_envs.md, "Env groups")."""
+    one, two = _fragments(env_groups=1), _fragments(env_groups=2)
+    for a, b in zip(one, two):
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+            if x.dtype.kind == "f":
+                np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+            else:  # actions, flags, counts, keys
+                np.testing.assert_array_equal(x, y)
+    trajectory = one[0][0]
+    assert trajectory.episode_done.any() and len(np.unique(trajectory.action)) > 1  # episode ends; sampled actions
+
+
 def _next_obs_after(raw):
     """The envs' observation after the second fragment: its last next_obs, or the reset one where
     that step ended the episode (t back to 0)."""
@@ -266,10 +302,14 @@ def test_clear_errors(env, message):
 @pytest.mark.parametrize("overrides, field", [
     (dict(mode="fused"), "mode='fused'"), (dict(mode="async", num_seeds=2), "num_seeds=2"),
     (dict(mode="async", normalize_obs=True, num_envs=4, num_actors=2), "normalize_obs=True"),
+    (dict(mode="async", normalize_obs=True, num_envs=4, env_groups=2), "normalize_obs=True"),
+    (dict(mode="async", num_envs=8, num_actors=2, env_groups=3), "env_groups=3 is invalid: must divide each actor's 4"),
+    (dict(mode="async", env_groups=0), "env_groups=0"),
+    (dict(env="CartPole-v1", env_groups=2), "env_groups=2"),
 ])
 def test_config_refuses_what_host_envs_cannot_do(overrides, field):
     with pytest.raises(ValueError, match=field):
-        TrainConfig(env="gymnasium:CartPole-v1", **overrides)
+        TrainConfig(**{"env": "gymnasium:CartPole-v1", **overrides})
 
 
 def test_cli_trains_a_host_env_with_no_other_flag_and_refuses_fused(tmp_path, capsys):

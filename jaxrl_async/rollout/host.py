@@ -68,11 +68,19 @@ def _drawn(draw) -> Callable:
     return lambda dist: draw
 
 
-def _rows(tree) -> Callable[[int], Any]:
-    """`t -> row t of tree`, over host copies of its leaves, taken leaf by leaf: a tree walk at every
-    step costs more than the row's crossing to the device."""
+def _rows(tree) -> Callable[[Any], Any]:
+    """`i -> tree[i]` (a step's row, or `(t, envs)`), over host copies of its leaves, taken leaf by
+    leaf: a tree walk at every step costs more than the row's crossing to the device."""
     leaves, treedef = jax.tree.flatten(jax.tree.map(np.asarray, tree))
-    return lambda t: treedef.unflatten([leaf[t] for leaf in leaves])
+    return lambda i: treedef.unflatten([leaf[i] for leaf in leaves])
+
+
+def _join(parts: list, axis: int = 0) -> Any:
+    """The env groups' pytrees joined along the env axis (one group: itself)."""
+    if len(parts) == 1 or not jax.tree.leaves(parts[0]):
+        return parts[0]
+    concatenate = np.concatenate if isinstance(jax.tree.leaves(parts[0])[0], np.ndarray) else jnp.concatenate
+    return jax.tree.map(lambda *xs: concatenate(xs, axis=axis), *parts)
 
 
 def _observe_and_act(policy: Policy, params, stats: RunningMeanStd, obs, final_prev, carry, reset, draw, noise,
@@ -93,12 +101,15 @@ class HostRollout:
 
     def __init__(self, spec: HostEnvSpec, policy: Policy, *, num_envs: int, num_steps: int, gamma: float,
                  gae_lambda: float, gae_scan: str = "sequential", normalize_obs: bool = False,
-                 noise_correlation: float = 0.0):
+                 noise_correlation: float = 0.0, env_groups: int | str = 1):
         correlated = check_correlation(noise_correlation, policy.discrete)
         self._settings = dict(num_steps=num_steps, gamma=gamma, gae_lambda=gae_lambda, gae_scan=gae_scan,
-                              normalize_obs=normalize_obs, noise_correlation=noise_correlation)
+                              normalize_obs=normalize_obs, noise_correlation=noise_correlation, env_groups=env_groups)
         self.spec, self.policy = spec, policy
         self.num_envs, self.num_steps, self.normalize_obs = num_envs, num_steps, normalize_obs
+        # an actor's envs step as this many vector envs (`HostActor`); 'auto': two where that pays
+        pays = spec.double_buffers and num_envs % 2 == 0 and not normalize_obs
+        self.env_groups = (2 if pays else 1) if env_groups == "auto" else env_groups
         obs_shape = policy.obs_shape
 
         def init(key: jax.Array) -> RolloutState:
@@ -169,7 +180,8 @@ class HostRollout:
 
     def actor(self, seeds: list[int], device: Any, out_sharding: Any) -> "HostActor":
         """One actor thread's share: these envs, acting on `device`, the trajectory put on `out_sharding`."""
-        return HostActor(self, self.spec.make_vec(self.num_envs), seeds, device, out_sharding)
+        envs = [self.spec.make_vec(self.num_envs // self.env_groups) for _ in range(self.env_groups)]
+        return HostActor(self, envs, seeds, device, out_sharding)
 
     def make_actor(self, placement, state, *, device, num_seeds: int, seed: int, start: int,
                    num_actors: int) -> "HostActors":
@@ -203,18 +215,36 @@ class HostRollout:
 
 class HostActor:
     """One actor thread's envs and its copy of the params on its device: `collect(params, state)`
-    steps the envs for a fragment (the pipeline's `collect`); `timings()` the last fragment's split."""
+    steps the envs for a fragment (the pipeline's `collect`); `timings()` the last fragment's split.
 
-    def __init__(self, rollout: HostRollout, envs: HostVecEnv, seeds: list[int], device: Any, out_sharding: Any):
+    **Env groups (double-buffered sampling).** The envs may be split into groups, each a vector env
+    of its own (`--env-groups`): at every step the actor acts for one group and starts its step
+    (`HostVecEnv.step_async`), then waits for the next group's step and acts for it, and so on, so
+    that where a backend steps its envs off the actor's thread (EnvPool's C++ threads) one group's
+    envs step while the actor acts for another. Each env's reset seed, randomness (its columns of
+    the fragment's draws) and params version are those it has in one group, so the trajectory is
+    the one a single group records (`tests/test_host_envs.py`).
+    """
+
+    def __init__(self, rollout: HostRollout, envs: list[HostVecEnv], seeds: list[int], device: Any,
+                 out_sharding: Any):
         self._r, self._envs, self._seeds = rollout, envs, seeds
         self._device, self._out = device, out_sharding
+        size = rollout.num_envs // len(envs)
+        self._groups = [slice(g * size, (g + 1) * size) for g in range(len(envs))]
         self._source = self._params = None
-        self._obs: np.ndarray | None = None  # the envs' current observation; None: reset them first
+        self._obs: list | None = None  # each group's current observation; None: reset the envs first
         self._spec: dict | None = None  # what a fragment records (`HostRollout.record_spec`), once known
         self._timings = dict.fromkeys(HOST_TIMING_FIELDS, 0.0)
 
+    def _parts(self, tree) -> list:
+        """`tree`'s rows of each group (one group: the tree itself)."""
+        if len(self._groups) == 1:
+            return [tree]
+        return [jax.tree.map(lambda x: x[group], tree) for group in self._groups]
+
     def collect(self, params, state: RolloutState) -> tuple[RolloutState, Trajectory]:
-        r, T, B = self._r, self._r.num_steps, self._r.num_envs
+        r, T = self._r, self._r.num_steps
         start = time.perf_counter()
         if params is not self._source:  # once per version: the store hands out the same object
             self._params, self._source = jax.device_put(r.unbatch(params), self._device), params
@@ -223,50 +253,61 @@ class HostActor:
                                                      state.noise))
         transfer_s = time.perf_counter() - start
         if self._obs is None:  # a fresh actor (a new or resumed run): the episodes start here
-            self._obs, reset = self._envs.reset(self._seeds), jnp.ones((B,), bool)
+            self._obs = [envs.reset(self._seeds[group]) for envs, group in zip(self._envs, self._groups)]
+            reset = jnp.ones((r.num_envs,), bool)
         obs_shape = r.policy.obs_shape
         if self._spec is None:
             self._spec = r.record_spec(self._params)
-        # every recorded field but the action (stacked from the steps' actions below)
-        rec = {name: jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), self._spec[name])
-               for name in RECORDED_FIELDS if name != "action"}
-        actions, carries = [], []
-        initial_carry, reset_np = carry, np.asarray(reset)
+        rec = {name: jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), spec) for name, spec in self._spec.items()}
+        initial_carry = carry
+        # each group's inputs to its next act: obs, the previous step's pre-reset obs (none yet: its
+        # recording is skipped), carry, reset flags, noise; and its carries after each step
+        obs, final_prev = list(self._obs), list(self._obs)
+        carries, resets, noises = self._parts(carry), self._parts(np.asarray(reset)), self._parts(noise)
+        carry_steps: list[list] = [[] for _ in self._groups]
         env_s = 0.0
         tick = time.perf_counter()
         key, draws = r.fragment_draws(self._params, key, T)
         draw = _rows(draws)
         inference_s = time.perf_counter() - tick
-        final_prev = self._obs  # the previous step's pre-reset obs (none yet: its recording is skipped)
-        for t in range(T):
-            tick = time.perf_counter()
-            action, log_prob, value, carry, noise, stats, obs_in, final_in = r.observe_and_act(
-                self._params, stats, self._obs, final_prev, carry, reset_np, draw(t), noise)
-            # np.asarray, not jax.device_get: a tenth of the cost per array on the CPU
-            action, rec["log_prob"][t], rec["value"][t] = np.asarray(action), np.asarray(log_prob), np.asarray(value)
-            set_row(obs_shape, rec["obs"], t, obs_in)
-            if t:
-                set_row(obs_shape, rec["next_obs"], t - 1, final_in)
-            tock = time.perf_counter()
-            step = self._envs.step(action)
-            env_s += time.perf_counter() - tock
-            inference_s += tock - tick
-            final_prev = step.final_obs
-            rec["reset"][t] = reset_np
-            for name in ("reward", "terminated", "truncated", "episode_return", "episode_length", "episode_done"):
-                rec[name][t] = getattr(step, name)
-            actions.append(action)
-            carries.append(carry)
-            self._obs, reset_np = step.obs, step.terminated | step.truncated
+        for t in range(T + 1):
+            for g, (envs, group) in enumerate(zip(self._envs, self._groups)):
+                if t:  # the group's step t - 1, started below in the previous round
+                    tock = time.perf_counter()
+                    step = envs.step_wait()
+                    env_s += time.perf_counter() - tock
+                    for name in ("reward", "terminated", "truncated", "episode_return", "episode_length",
+                                 "episode_done"):
+                        rec[name][t - 1, group] = getattr(step, name)
+                    obs[g], final_prev[g], resets[g] = step.obs, step.final_obs, step.terminated | step.truncated
+                if t == T:
+                    continue
+                tick = time.perf_counter()
+                action, log_prob, value, carries[g], noises[g], stats, obs_in, final_in = r.observe_and_act(
+                    self._params, stats, obs[g], final_prev[g], carries[g], resets[g], draw((t, group)), noises[g])
+                # np.asarray, not jax.device_get: a tenth of the cost per array on the CPU
+                action = np.asarray(action)
+                rec["action"][t, group], rec["log_prob"][t, group] = action, np.asarray(log_prob)
+                rec["value"][t, group], rec["reset"][t, group] = np.asarray(value), resets[g]
+                set_row(obs_shape, rec["obs"], (t, group), obs_in)
+                if t:
+                    set_row(obs_shape, rec["next_obs"], (t - 1, group), final_in)
+                carry_steps[g].append(carries[g])
+                tock = time.perf_counter()
+                envs.step_async(action)
+                env_s += time.perf_counter() - tock
+                inference_s += tock - tick
         tick = time.perf_counter()
-        set_row(obs_shape, rec["next_obs"], T - 1, r.observe_final(stats, self._obs, final_prev))
-        rec["action"] = np.stack(actions)
-        carry_after = jax.tree.map(lambda *c: jnp.stack(c), *carries) if jax.tree.leaves(carry) else carry
+        self._obs = obs
+        obs, final_prev, carry = _join(obs), _join(final_prev), _join(carries)
+        set_row(obs_shape, rec["next_obs"], T - 1, r.observe_final(stats, obs, final_prev))
+        carry_after = (_join([jax.tree.map(lambda *c: jnp.stack(c), *steps) for steps in carry_steps], axis=1)
+                       if jax.tree.leaves(carry) else carry)
         trajectory = r.finish(self._params, rec, carry_after, initial_carry)
         inference_s += time.perf_counter() - tick
         tick = time.perf_counter()
         trajectory = jax.block_until_ready(jax.device_put(trajectory, self._out))  # one transfer
-        new_state = r.rebatch(state, self._obs, stats, key, carry, reset_np, noise)
+        new_state = r.rebatch(state, obs, stats, key, carry, _join(resets), _join(noises))
         transfer_s += time.perf_counter() - tick
         self._timings = {"env_s": env_s, "inference_s": inference_s, "transfer_s": transfer_s}
         return new_state, trajectory
@@ -283,18 +324,22 @@ class HostActor:
         r.rebatch(state, zeros, stats, np.asarray(key), carry, np.asarray(reset), noise)
         carry = jax.device_put(r.policy.initial_carry((B,)), self._device)
         _, draws = r.fragment_draws(params, jax.device_put(jax.random.PRNGKey(0), self._device), r.num_steps)
-        out = r.observe_and_act(params, stats, zeros, zeros, carry, np.ones((B,), bool), _rows(draws)(0), noise)
+        group, first = self._groups[0], lambda tree: self._parts(tree)[0]  # noqa: E731
+        r.observe_and_act(params, stats, first(zeros), first(zeros), first(carry), np.ones((group.stop,), bool),
+                          _rows(draws)((0, group)), first(noise))
+        _join(self._parts((carry, noise)))
         r.observe_final(stats, zeros, zeros)
         rec = {name: jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), spec)
                for name, spec in r.record_spec(params).items()}
-        carry_after = jax.tree.map(lambda c: jnp.stack([c] * r.num_steps), out[3])
+        carry_after = jax.tree.map(lambda c: jnp.stack([c] * r.num_steps), carry)
         jax.block_until_ready(r.finish(params, rec, carry_after, carry))
 
     def timings(self) -> dict:
         return dict(self._timings)
 
     def close(self) -> None:
-        self._envs.close()
+        for envs in self._envs:
+            envs.close()
 
 
 class HostActors:

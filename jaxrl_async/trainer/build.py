@@ -59,7 +59,7 @@ def build(cfg: TrainConfig, backend: str | None = None) -> Components:
                   gae_lambda=cfg.learner.gae_lambda, normalize_obs=cfg.normalize_obs, gae_scan=speed.gae_scan,
                   noise_correlation=cfg.action_noise_correlation)
     if env_params is None:
-        rollout = HostRollout(env, policy, **shared)
+        rollout = HostRollout(env, policy, env_groups=cfg.env_groups, **shared)
     else:
         rollout = make_rollout(env, env_params, policy, unroll=speed.scan_unroll, **shared)
     algo = learner.make(cfg, policy, nets, speed.update_unroll)

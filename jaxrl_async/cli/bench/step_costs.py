@@ -75,18 +75,39 @@ def gradient_step_cost(quick: bool, repeats: int) -> dict:
     return results
 
 
+# host_step_cost's rows: (env, env groups); quick mode times the first two
+HOST_STEP_ROWS = (("gymnasium:CartPole-v1", 1), ("envpool:CartPole-v1", 2), ("envpool:CartPole-v1", 1),
+                  ("gymnasium:HalfCheetah-v5", 1), ("envpool:HalfCheetah-v4", 1), ("envpool:HalfCheetah-v4", 2))
+
+
 def host_step_cost(quick: bool, repeats: int) -> dict:
-    """Where a host env's fragment goes, per vector step: gymnasium CartPole-v1 at the reference
-    (PureJaxRL) config's 4 envs, the actor alone (no learner beside it). Per step: the envs' step
-    as the actor makes it (`env_us`), the policy's jitted act call with its outputs brought to the
-    host (`act_us`), a jitted call that does nothing on an observation (`dispatch_floor_us`), and
-    the actor's whole fragment over its steps (`fragment_us`: env, act, recording, the fragment's
-    draws, GAE and the transfer). `env_bound_steps_per_second` is the rate if acting, recording and
-    learning cost nothing (issue #15 asks for 10x SB3's steps/s: this says how far that is)."""
-    cfg = TrainConfig(env="gymnasium:CartPole-v1", mode="async", devices=1)
-    c = build(cfg)
-    r, num_envs = c.rollout, cfg.num_envs
-    steps = 32 if quick else 512  # vector steps per timed call
+    """Where a host env's fragment goes, per vector step, at the reference (PureJaxRL) config's 4
+    envs, the actor alone (no learner beside it): gymnasium and EnvPool CartPole-v1 and HalfCheetah,
+    the actor's envs in one vector env or in two groups (`--env-groups 2`: one group steps on
+    EnvPool's threads while the actor acts for the other). Per step: the envs' step as the actor
+    makes it, one vector env of all 4 (`env_us`), the policy's jitted act call with its outputs
+    brought to the host (`act_us`), a jitted call that does nothing on an observation
+    (`dispatch_floor_us`), and the actor's whole fragment over its steps (`fragment_us`: env, act,
+    recording, the fragment's draws, GAE and the transfer). `env_bound_steps_per_second` is the rate
+    if acting, recording and learning cost nothing; `actor_to_env` the actor's share of it. Envs
+    whose extra (EnvPool, MuJoCo) is not installed are left out."""
+    results = {}
+    for env_id, groups in HOST_STEP_ROWS[:2] if quick else HOST_STEP_ROWS:
+        try:
+            cfg = TrainConfig(env=env_id, mode="async", devices=1, env_groups=groups)
+            c = build(cfg)
+        except ValueError as error:  # an optional extra not installed
+            print(f"host_step_cost: {env_id} left out: {error}")
+            continue
+        row = _host_step_row(c, steps=32 if quick else 512, repeats=repeats)
+        results[f"host_step_cost/{env_id}/{cfg.num_envs}x{cfg.num_steps}" + (f"/groups={groups}" if groups > 1 else "")] = row
+    return results
+
+
+def _host_step_row(c, steps: int, repeats: int) -> dict:
+    """`host_step_cost`'s figures for one config's actor; `steps` vector steps per timed call."""
+    cfg, r = c.cfg, c.rollout
+    num_envs = cfg.num_envs
     state = initial_states(c)
     params = r.unbatch(state.learner.params)
     device = jax.devices()[0]
@@ -100,21 +121,24 @@ def host_step_cost(quick: bool, repeats: int) -> dict:
 
     envs = c.env.make_vec(num_envs)
     obs = envs.reset(list(range(num_envs)))
-    actions = np.random.default_rng(0).integers(0, 2, (steps, num_envs))
+    single = r.with_num_envs(num_envs) if r.env_groups > 1 else r  # the act call over all the envs
+    stats, carry, noise = r.unbatch((state.rollout.obs_stats, state.rollout.carry, state.rollout.noise))
+    reset = np.zeros((num_envs,), bool)
+    _, draws = single.fragment_draws(params, jax.random.PRNGKey(0), steps)
+    draws = [jax.tree.map(lambda x, t=t: np.asarray(x[t]), draws) for t in range(steps)]
+    # the envs' steps take actions the policy chose (a random action can leave a MuJoCo env's bounds)
+    actions = [np.asarray(single.observe_and_act(params, stats, obs, obs, carry, reset, draws[t], noise)[0])
+               for t in range(steps)]
 
     def env_steps():
         for action in actions:
             envs.step(action)
 
     # the act call's other inputs as the actor passes them: its state's, and each step's draw on the host
-    stats, carry, noise = r.unbatch((state.rollout.obs_stats, state.rollout.carry, state.rollout.noise))
-    reset = np.zeros((num_envs,), bool)
-    _, draws = r.fragment_draws(params, jax.random.PRNGKey(0), steps)
-    draws = [jax.tree.map(lambda x, t=t: np.asarray(x[t]), draws) for t in range(steps)]
-
     def act_calls():
         for t in range(steps):
-            action, log_prob, value = r.observe_and_act(params, stats, obs, obs, carry, reset, draws[t], noise)[:3]
+            action, log_prob, value = single.observe_and_act(params, stats, obs, obs, carry, reset, draws[t],
+                                                             noise)[:3]
             np.asarray(action), np.asarray(log_prob), np.asarray(value)
 
     nothing = jax.jit(lambda x: x)
@@ -128,10 +152,10 @@ def host_step_cost(quick: bool, repeats: int) -> dict:
         ("dispatch_floor_us", empty_calls, steps))}
     envs.close()
     actor.close()
-    return {f"host_step_cost/gymnasium:CartPole-v1/{num_envs}x{cfg.num_steps}": {
-        **per_step_us, "num_envs": num_envs,
-        "actor_steps_per_second": 1e6 * num_envs / per_step_us["fragment_us"],
-        "env_bound_steps_per_second": 1e6 * num_envs / per_step_us["env_us"]}}
+    return {**per_step_us, "num_envs": num_envs, "env_groups": r.env_groups,
+            "actor_steps_per_second": 1e6 * num_envs / per_step_us["fragment_us"],
+            "env_bound_steps_per_second": 1e6 * num_envs / per_step_us["env_us"],
+            "actor_to_env": per_step_us["env_us"] / per_step_us["fragment_us"]}
 
 
 def host_sync_cost(quick: bool, repeats: int) -> dict:

@@ -3,12 +3,12 @@
     spec = make_envpool_env("envpool:CartPole-v1")      # a HostEnvSpec, as host.make_host_env's
     envs = spec.make_vec(num_envs=4)                     # an EnvPoolVecEnv
     obs = envs.reset(seeds=[11, 12, 13, 14])             # env i seeded with seeds[i]
-    step = envs.step(actions)                            # a HostStep (host_vec.py: SAME_STEP)
+    step = envs.step(actions)                            # a HostStep (vec.py: SAME_STEP)
 
 EnvPool steps a batch of C++ envs in one call, without Python per env. Its autoreset is
 NEXT_STEP, like gymnasium's default: the step after an episode ends resets that env, ignores its
 action and returns a dummy transition (reward 0, not done). `EnvPoolVecEnv` gives the steps the
-actor records (host_vec.py, "Autoreset") instead: where a step ends an episode it resets those envs
+actor records (vec.py, "Autoreset") instead: where a step ends an episode it resets those envs
 at once (EnvPool's `reset(env_id)`), so that step returns their reset observations as `obs` and
 the observations it reached as `final_obs`, and the next step acts on the reset observation with
 the action it is given.
@@ -72,7 +72,15 @@ class EnvPoolVecEnv(HostVecEnv):
         return self._observation(obs)
 
     def _step(self, actions: np.ndarray) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]:
-        obs, reward, terminated, truncated, _ = self._env.step(actions)
+        self._send(actions)
+        return self._receive()
+
+    def _send(self, actions: np.ndarray) -> None:
+        self._env.send(actions)  # the pool's threads step the envs; the GIL is free meanwhile
+
+    def _receive(self) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]:
+        # a pool as big as its batch (EnvPool's sync mode) returns its envs in order
+        obs, reward, terminated, truncated, _ = self._env.recv()
         final_obs = self._observation(obs)
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         ended = np.flatnonzero(terminated | truncated)
@@ -120,4 +128,8 @@ def make_envpool_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
     def make_vec(num_envs: int) -> EnvPoolVecEnv:
         return EnvPoolVecEnv(name, num_envs, observation_space, action_space, **env_kwargs)
 
-    return HostEnvSpec(env_id, observation_space, action_space, spec.config.max_episode_steps, make_vec)
+    # a task that repeats its simulator's step (MuJoCo, Atari: `frame_skip`) steps long enough for one
+    # group's envs to step while the actor acts for the other; a classic-control step is shorter than
+    # the hand-over to the pool's thread (docs/host_envs.md, "Env groups")
+    return HostEnvSpec(env_id, observation_space, action_space, spec.config.max_episode_steps, make_vec,
+                       double_buffers="frame_skip" in spec.config._fields)

@@ -1,8 +1,8 @@
 """Host environments: `--env gymnasium:<id>`, any registered gymnasium 1.x id, stepped in NumPy;
-`make_host_env` also hands `--env envpool:<id>` to `envpool_host.py` (both on `host_vec.py`'s base).
+`make_host_env` also hands `--env envpool:<id>` to `envpool.py` (both on `vec.py`'s base).
 
     spec = make_host_env("gymnasium:CartPole-v1")       # spaces (as gymnax spaces), checked early
-    envs = spec.make_vec(num_envs=4)                      # a GymnasiumVecEnv (a host_vec.HostVecEnv)
+    envs = spec.make_vec(num_envs=4)                      # a GymnasiumVecEnv (a vec.HostVecEnv)
     obs = envs.reset(seeds=[0, 1, 2, 3])
     step = envs.step(actions)                             # a HostStep of [B] / [B, ...] arrays
 

@@ -6,7 +6,7 @@ and the observation it reached as `final_obs` (the truncation bootstrap's input;
 wherever the episode went on), so every recorded step is a real transition and the next step acts
 on the reset observation. gymnasium 1.x and EnvPool both default to NEXT_STEP autoreset instead
 (the step *after* an episode ends ignores its action and returns a dummy transition, reward 0, not
-done); each backend turns that into SAME_STEP (`host.py`, `envpool_host.py`).
+done); each backend turns that into SAME_STEP (`gymnasium.py`, `envpool.py`).
 """
 
 from __future__ import annotations
@@ -71,9 +71,11 @@ class HostVecEnv(abc.ABC):
     """`num_envs` host envs stepped as one batch, with episode statistics.
 
     The base keeps what every backend shares (action clipping, float32 observations in the
-    space's structure, episode returns and lengths); a backend (`host.GymnasiumVecEnv`,
-    `envpool_host.EnvPoolVecEnv`) gives `_reset(seeds)`, `_step(actions) -> (obs, final_obs,
-    reward, terminated, truncated)` with SAME_STEP semantics (module docstring) and `close()`.
+    space's structure, episode returns and lengths); a backend (`gymnasium.GymnasiumVecEnv`,
+    `envpool.EnvPoolVecEnv`) gives `_reset(seeds)`, `_step(actions) -> (obs, final_obs,
+    reward, terminated, truncated)` with SAME_STEP semantics (module docstring) and `close()`, and
+    where its envs step off the calling thread, `_send(actions)` and `_receive()`, the two halves of
+    `_step` (`step_async`, `step_wait`).
     """
 
     def __init__(self, num_envs: int, observation_space: Any, action_space: Any):
@@ -98,8 +100,18 @@ class HostVecEnv(abc.ABC):
 
     def step(self, actions: np.ndarray) -> HostStep:
         """Step with `actions` ([B] ints or [B, A] floats, clipped to a Box's bounds here)."""
-        actions = np.clip(actions, self._low, self._high) if self._box else np.asarray(actions)
-        obs, final_obs, reward, terminated, truncated = self._step(actions)
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Start a step with `actions` (`step_wait` returns it). A backend that steps its envs off
+        the calling thread (EnvPool's C++ threads) returns at once, so the caller can act for other
+        envs meanwhile (the actor's env groups); the others step in `step_wait`."""
+        self._send(np.clip(actions, self._low, self._high) if self._box else np.asarray(actions))
+
+    def step_wait(self) -> HostStep:
+        """The step `step_async` started."""
+        obs, final_obs, reward, terminated, truncated = self._receive()
         done = terminated | truncated
         self._returns += reward
         self._lengths += 1
@@ -118,6 +130,14 @@ class HostVecEnv(abc.ABC):
     def _step(self, actions: np.ndarray) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]:
         """One SAME_STEP step: (obs, final_obs, reward float32, terminated, truncated)."""
 
+    def _send(self, actions: np.ndarray) -> None:
+        """Start a step (default: keep the actions; `_receive` steps)."""
+        self._sent = actions
+
+    def _receive(self) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]:
+        """The started step's `_step` result (default: step now)."""
+        return self._step(self._sent)
+
     @abc.abstractmethod
     def close(self) -> None:
         """Release the envs."""
@@ -132,6 +152,9 @@ class HostEnvSpec:
       observation_space, action_space: gymnax spaces.
       max_episode_steps: the env's time limit (None: none registered).
       make_vec: `make_vec(num_envs) -> HostVecEnv`.
+      double_buffers: whether the actor's two env groups pay (`--env-groups auto`): the envs step off
+        the actor's thread (`HostVecEnv.step_async` returns at once) and a step costs more than the
+        hand-over to the threads that make it.
     """
 
     env_id: str
@@ -139,3 +162,4 @@ class HostEnvSpec:
     action_space: Any
     max_episode_steps: int | None
     make_vec: Callable[[int], HostVecEnv]
+    double_buffers: bool = False
