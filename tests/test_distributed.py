@@ -299,7 +299,20 @@ def test_a_killed_process_makes_the_launcher_stop_the_others_and_name_it(tmp_pat
     assert ckpt.load(ckpt.latest_checkpoint(str(run_dir)))["counters"]["updates"] >= 2
 
 
-def test_ctrl_c_stops_every_process_at_one_sync_with_a_checkpoint(tmp_path):
+def _ctrl_c(launcher):  # the terminal's Ctrl-C reaches the launcher and its processes
+    os.killpg(launcher.pid, signal.SIGINT)
+
+
+def _sigterm_to_the_launcher(launcher):  # a scheduler's or a user's kill: the launcher passes it on
+    launcher.send_signal(signal.SIGTERM)
+
+
+def _sigterm_to_process_1(launcher):  # one process preempted: the others learn of it at the next sync
+    os.kill(_child_process(launcher.pid, 1), signal.SIGTERM)
+
+
+@pytest.mark.parametrize("stop", [_ctrl_c, _sigterm_to_the_launcher, _sigterm_to_process_1])
+def test_a_stop_request_stops_every_process_at_one_sync_with_a_checkpoint(tmp_path, stop):
     import glob
     import re
     import time
@@ -308,7 +321,7 @@ def test_ctrl_c_stops_every_process_at_one_sync_with_a_checkpoint(tmp_path):
 
     run_dir = tmp_path / "run"
     flags = [*TINY, "--total-timesteps", str(32 * 1_000_000), "--checkpoint-interval", "2", "--run-dir", str(run_dir)]
-    # a session of its own: the Ctrl-C of a terminal reaches the launcher and its processes, as here
+    # a session of its own, as a terminal's: its Ctrl-C reaches the launcher and its processes
     launcher = subprocess.Popen([*CLI, "launch", "--processes", "2", "--", *flags], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -317,7 +330,7 @@ def test_ctrl_c_stops_every_process_at_one_sync_with_a_checkpoint(tmp_path):
             assert launcher.poll() is None, launcher.stderr.read()[-3000:]
             assert time.monotonic() < deadline, "no checkpoint within 600 s"
             time.sleep(0.2)
-        os.killpg(launcher.pid, signal.SIGINT)
+        stop(launcher)
         # a process that stopped at another sync than the other would leave it blocked: a timeout here
         out, err = launcher.communicate(timeout=120)
     finally:

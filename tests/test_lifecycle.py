@@ -440,17 +440,17 @@ def test_resume_applies_new_learner_hyperparameters(runs):
     assert float(np.asarray(state.learner.hparams.ent_coef)[0]) == 0.5
 
 
-# ------------------------------------------------------------------ Ctrl-C
+# ------------------------------------------------------------------ Ctrl-C, SIGTERM
 
 
-def _interrupt_when_logging(metrics_path: str, timeout_s: float = 120.0) -> threading.Thread:
-    """Send SIGINT to this process once the first metrics line is written, i.e. once the
-    training loop (and its SIGINT handler) runs; a fixed timer could fire during compilation."""
+def _signal_when_logging(metrics_path: str, signum: int, timeout_s: float = 120.0) -> threading.Thread:
+    """Send `signum` to this process once the first metrics line is written, i.e. once the
+    training loop (and its signal handlers) runs; a fixed timer could fire during compilation."""
     def watch():
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if os.path.exists(metrics_path) and os.path.getsize(metrics_path) > 0:
-                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signum)
                 return
             time.sleep(0.005)
 
@@ -459,15 +459,17 @@ def _interrupt_when_logging(metrics_path: str, timeout_s: float = 120.0) -> thre
     return thread
 
 
-def test_ctrl_c_stops_at_a_sync_with_a_checkpoint_and_resume_finishes(tmp_path, capsys):
-    # 200 updates take seconds: the interrupt lands long before the end
+def test_sigterm_stops_at_a_sync_with_a_checkpoint_and_resume_finishes(tmp_path, capsys):
+    """SIGTERM (a scheduler's preemption, `kill`) stops a run as Ctrl-C does (tests/
+    test_checkpoint_writer.py and test_host_envs.py send SIGINT): at the next sync, with a checkpoint."""
+    # 200 updates take seconds: the signal lands long before the end
     cfg = small_config(tmp_path / "run", total_timesteps=200 * BATCH, eval_interval=0, checkpoint_interval=0)
-    handler_before = signal.getsignal(signal.SIGINT)
-    watcher = _interrupt_when_logging(os.path.join(cfg.run_dir, "metrics.jsonl"))
+    handlers_before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    watcher = _signal_when_logging(os.path.join(cfg.run_dir, "metrics.jsonl"), signal.SIGTERM)
     result = train(cfg, console=False)
     watcher.join()
-    assert signal.getsignal(signal.SIGINT) is handler_before
-    assert "interrupt: finishing the current step, then writing a checkpoint" in capsys.readouterr().out
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers_before
+    assert "SIGTERM: finishing the current step, then writing a checkpoint" in capsys.readouterr().out
     assert not result.completed
     done = result.summary["updates_done"]
     assert done in sync_points(cfg) and done < cfg.num_updates
@@ -481,7 +483,7 @@ def test_ctrl_c_stops_at_a_sync_with_a_checkpoint_and_resume_finishes(tmp_path, 
     assert finished.completed and finished.summary["num_updates"] == cfg.num_updates
     assert int(np.asarray(finished.state.learner.update_count)[0]) == cfg.num_updates
     assert [line["iteration"] for line in metrics_of(cfg.run_dir)] == sync_points(cfg)
-    assert signal.getsignal(signal.SIGINT) is handler_before
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers_before
 
 
 # ------------------------------------------------------------------ bad input through the CLI

@@ -9,6 +9,11 @@ stopped (SIGTERM, then SIGKILL after a grace period) and one line names the proc
 a process that dies mid-run leaves the rest blocked in a collective, so the launcher, not JAX's
 heartbeat (minutes), bounds the wait.
 
+A stop on request is not a failure: Ctrl-C reaches every process of the terminal's group, a SIGTERM
+sent to the launcher (a scheduler's preemption) is passed on to every process, and a SIGTERM sent
+to one process alone reaches the others through the stop flag the processes agree on at each sync;
+every process then stops at one sync, process 0 writes the checkpoint, and the launcher exits 130.
+
 This module imports no JAX: the launcher never starts a backend of its own.
 """
 
@@ -27,7 +32,7 @@ import time
 PROG = "jaxrl-async launch"
 GRACE_S = 5.0  # from SIGTERM to SIGKILL for the processes still running after one failed
 POLL_S = 0.05
-STOPPED = 130  # `train`'s exit code when a Ctrl-C stopped it at a host sync
+STOPPED = 130  # `train`'s exit code when a Ctrl-C or SIGTERM stopped it at a host sync
 SETTLE_S = 1.0  # after a failure, how long the others may take to fail on their own
 DISTRIBUTED_FLAGS = ("--coordinator", "--num-processes", "--process-id")
 
@@ -139,6 +144,7 @@ def launch(command: LaunchCommand, train_args: list[str], grace_s: float = GRACE
     """Start the processes, wait for them; the exit code (0: all finished)."""
     port = free_port()
     processes: list[_Process] = []
+    previous = None  # the SIGTERM handler before ours
     try:
         for process_id in range(command.processes):
             args = [sys.executable, "-m", "jaxrl_async.cli", *train_args,
@@ -146,10 +152,20 @@ def launch(command: LaunchCommand, train_args: list[str], grace_s: float = GRACE
                     "--process-id", str(process_id), "--coordinator-timeout", str(command.coordinator_timeout)]
             processes.append(_Process(process_id, args, process_env(process_id, command.devices_per_process)))
         interrupted = False
+
+        def pass_on(signum, frame):  # a SIGTERM for the launcher is one for every process
+            nonlocal interrupted
+            interrupted = True
+            for p in processes:
+                if p.popen.poll() is None:
+                    p.popen.send_signal(signum)
+
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, pass_on)
+        # exit code 130 is a process that stopped as asked, with its checkpoint: at one sync, all of them
+        ended = (0, STOPPED)
         while True:
             try:
-                # after a Ctrl-C, exit code 130 is a process that stopped as asked, with its checkpoint
-                ended = (0, STOPPED) if interrupted else (0,)
                 failed = next((p for p in processes if p.popen.poll() not in (None, *ended)), None)
                 if failed is not None:
                     failed = _first_cause(processes, failed)
@@ -161,7 +177,7 @@ def launch(command: LaunchCommand, train_args: list[str], grace_s: float = GRACE
                           file=sys.stderr)
                     return _exit_code(rc)
                 if all(p.popen.poll() in ended for p in processes):
-                    return STOPPED if interrupted else 0
+                    return STOPPED if interrupted or any(p.popen.returncode == STOPPED for p in processes) else 0
                 time.sleep(POLL_S)
             except KeyboardInterrupt:
                 # Ctrl-C reached every process of the group: they stop together at the next sync;
@@ -170,6 +186,8 @@ def launch(command: LaunchCommand, train_args: list[str], grace_s: float = GRACE
                     raise
                 interrupted = True
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         _stop(processes, grace_s)
         for p in processes:
             p.join_reader()

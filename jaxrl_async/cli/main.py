@@ -232,7 +232,7 @@ def train_command(args: list[str], cpu_runtime: bool = False) -> int:
         return _fail(TRAIN, error, command.debug, code=1)
     except (ValueError, FileNotFoundError) as error:
         return _fail(TRAIN, error, command.debug)
-    return 0 if result.completed else 130  # stopped by Ctrl-C, with a checkpoint written
+    return 0 if result.completed else 130  # stopped by Ctrl-C or SIGTERM, with a checkpoint written
 
 
 def eval_command(args: list[str], cpu_runtime: bool = False) -> int:

@@ -69,26 +69,34 @@ def check_finite(sums: dict, updates_done: int, first_bad: int | None = None,
 
 
 class StopRequest:
-    """Ctrl-C asks the loop to stop at the next host sync (and checkpoint); a second Ctrl-C aborts."""
+    """Ctrl-C (SIGINT) or SIGTERM asks the loop to stop at the next host sync (and checkpoint); a
+    second signal aborts. SIGTERM is what a scheduler sends before it kills a job (SLURM's
+    preemption and time limit, `kill`, a container's stop), so a preempted run keeps its progress."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
         self.requested = False
-        self._previous = None
+        self._previous: dict = {}
 
     def _handle(self, signum, frame):
         self.requested = True
-        print("\ninterrupt: finishing the current step, then writing a checkpoint "
+        name = "interrupt" if signum == signal.SIGINT else signal.Signals(signum).name
+        print(f"\n{name}: finishing the current step, then writing a checkpoint "
               "(press Ctrl-C again to abort at once)", flush=True)
+        # the second signal, either one, aborts: a KeyboardInterrupt or SIGTERM's default, the exit
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
         return self
 
     def __exit__(self, *exc_info) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            if previous is not None:  # None: a handler not set from Python, which cannot be put back
+                signal.signal(signum, previous)
 
 
 @dataclasses.dataclass(frozen=True)
