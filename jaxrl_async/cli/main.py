@@ -276,15 +276,17 @@ def envs_command(args: list[str], cpu_runtime: bool = False) -> int:
     from jaxrl_async.envs.ids import BUILTIN_ENV_IDS
     from jaxrl_async.envs.suites import SUITES
 
-    print(f"{'env id':<26}{'algo':<6}{'preset budget':>14}  {'expected greedy return':<24}source")
     suite_presets = sorted(env_id for env_id in presets.PRESETS if ":" in env_id)  # SUITE:ID
-    for env_id in [*sorted(BUILTIN_ENV_IDS), *suite_presets]:
+    env_ids = [*sorted(BUILTIN_ENV_IDS), *suite_presets]
+    width = max(len(name) for name in [*env_ids, *presets.ENV_LEARNER_PRESETS]) + 2
+    print(f"{'env id':<{width}}{'algo':<6}{'preset budget':>14}  {'expected greedy return':<24}source")
+    for env_id in env_ids:
         found = presets.presets_of(env_id)
         if not found:
-            print(f"{env_id:<26}{'':<6}{'-':>14}")
+            print(f"{env_id:<{width}}{'':<6}{'-':>14}")
         for preset in found:
             expected = "not measured" if preset.expected_return is None else f"{preset.expected_return:g}"
-            print(f"{preset.name:<26}{preset.algo:<6}{preset.budget:>14,}  {expected:<24}{preset.source}")
+            print(f"{preset.name:<{width}}{preset.algo:<6}{preset.budget:>14,}  {expected:<24}{preset.source}")
     print("\njaxrl-async train --env ID applies ID's preset (flags override it); --algo A another learner's "
           "(ID:A where listed); --preset none: the plain defaults")
     print("learners' own presets, for --algo A on an env with none for A: "
