@@ -223,7 +223,8 @@ class HostActor:
     that where a backend steps its envs off the actor's thread (EnvPool's C++ threads) one group's
     envs step while the actor acts for another. Each env's reset seed, randomness (its columns of
     the fragment's draws) and params version are those it has in one group, so the trajectory is
-    the one a single group records (`tests/test_host_envs.py`).
+    the one a single group records, its network outputs to float rounding (a group's act call
+    computes fewer rows: docs/host_envs.md, "Env groups"; `tests/test_host_envs.py`).
     """
 
     def __init__(self, rollout: HostRollout, envs: list[HostVecEnv], seeds: list[int], device: Any,
