@@ -4,9 +4,11 @@ is written. The runs are subprocesses: a process joins a distributed run before 
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -35,15 +37,58 @@ def _error_lines(stderr):
     return [line for line in stderr.splitlines() if ": error: " in line]
 
 
+def _probe(out_dir, port=None, runs="envs,straight,resumed,sweep", cli_args=()):
+    """tests/distributed_probe.py as two processes of one run (with `port`), or one with 2 devices:
+    the library runs `runs`, then the `jaxrl-async` commands `cli_args` in the same process."""
+    probe = os.path.join(os.path.dirname(__file__), "distributed_probe.py")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # a script's own folder comes first on its path: the package is this checkout's
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           "PROBE_RUNS": runs, "PROBE_CLI_ARGS": json.dumps([list(args) for args in cli_args])}
+    if port is None:
+        return [subprocess.Popen([sys.executable, probe, str(out_dir)], env={**env, "JAX_NUM_CPU_DEVICES": "2"},
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
+    return [subprocess.Popen([sys.executable, probe, str(out_dir), str(port), str(i)],
+                             env={**env, "JAX_NUM_CPU_DEVICES": "1"}, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True) for i in range(2)]
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """The tiny run launched over 2 processes x 1 device, and in 1 process with 2 devices."""
+def everything(tmp_path_factory):
+    """Every run the module's tests read, in as few processes as they allow (each process pays
+    JAX's import and start, and its run's compilations where the shared cache misses):
+    - the tiny run launched over 2 processes x 1 device (`jaxrl-async launch`, the CLI);
+    - the probes (tests/distributed_probe.py): the library's runs (a stop and a resume, a sweep,
+      one seed's envs split, that split again) over two processes;
+    - one process with 2 devices: the probes' sweep and env split, then, as commands run by
+      `jaxrl_async.cli.main.main` in that process, the tiny run and the resume of a copy of the
+      launched run (it waits for the launch: the copy must be whole)."""
     root = tmp_path_factory.mktemp("distributed")
     launched = _run(["launch", "--processes", "2", "--", *TINY, "--run-dir", str(root / "two_processes")])
     assert launched.returncode == 0, launched.stderr[-3000:]
-    single = _run([*TINY, "--run-dir", str(root / "one_process")], devices=2)
-    assert single.returncode == 0, single.stderr[-3000:]
-    return root, launched
+    copy = tmp_path_factory.mktemp("resume") / "run"
+    shutil.copytree(root / "two_processes", copy)
+    probes = tmp_path_factory.mktemp("probes")
+    (probes / "one").mkdir()
+    commands = [[*TINY, "--run-dir", str(root / "one_process")],
+                ["train", "--resume", str(copy), "--total-timesteps", "256"]]
+    outputs = []
+    for p in (*_probe(probes / "two", free_port(), runs="envs,envs_again,straight,resumed,sweep"),
+              *_probe(probes / "one", runs="envs,sweep", cli_args=commands)):
+        output, _ = p.communicate(timeout=900)
+        assert p.returncode == 0, output[-3000:]
+        outputs.append(output)
+    with open(probes / "one" / "cli_exit_codes.json", encoding="utf-8") as f:
+        single_code, resume_code = json.load(f)
+    assert single_code == 0, outputs[-1][-3000:]
+    return types.SimpleNamespace(root=root, launched=launched, probes=probes, resumed_copy=copy,
+                                 resume=(resume_code, outputs[-1]))
+
+
+@pytest.fixture(scope="module")
+def runs(everything):
+    """The tiny run launched over 2 processes x 1 device, and in 1 process with 2 devices."""
+    return everything.root, everything.launched
 
 
 def test_two_processes_train_the_same_params_as_two_devices_of_one(runs):
@@ -89,15 +134,11 @@ def test_the_gathered_checkpoint_holds_the_one_process_runs_state(runs):
         assert np.asarray(a).shape[:1] == (8,) and np.array_equal(a, b)
 
 
-def test_the_gathered_checkpoint_resumes_in_one_process(runs, tmp_path):
+def test_the_gathered_checkpoint_resumes_in_one_process(everything):
     # the checkpoint holds the whole state: a one-process run (2 devices) continues it
-    root, _ = runs
-    import shutil
-
-    shutil.copytree(root / "two_processes", tmp_path / "run")
-    done = _run(["train", "--resume", str(tmp_path / "run"), "--total-timesteps", "256"], devices=2)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert _summary(tmp_path / "run")["num_updates"] == 8
+    code, output = everything.resume
+    assert code == 0, output[-3000:]
+    assert _summary(everything.resumed_copy)["num_updates"] == 8
 
 
 def test_a_process_id_out_of_range_is_one_line_and_rc_2(capsys, tmp_path):
@@ -184,31 +225,10 @@ def test_layouts_over_processes_use_a_multiple_of_the_process_count(seeds, envs,
     assert choose_layout(seeds, envs, devices, num_processes=processes) == expected
 
 
-def _probe(out_dir, port=None, only_envs=False):
-    """tests/distributed_probe.py as two processes of one run (with `port`), or one with 2 devices."""
-    probe = os.path.join(os.path.dirname(__file__), "distributed_probe.py")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    # a script's own folder comes first on its path: the package is this checkout's
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-           "ONLY_ENVS": "1" if only_envs else "0"}
-    if port is None:
-        return [subprocess.Popen([sys.executable, probe, str(out_dir)], env={**env, "JAX_NUM_CPU_DEVICES": "2"},
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
-    return [subprocess.Popen([sys.executable, probe, str(out_dir), str(port), str(i)],
-                             env={**env, "JAX_NUM_CPU_DEVICES": "1"}, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True) for i in range(2)]
-
-
 @pytest.fixture(scope="module")
-def probes(tmp_path_factory):
-    """The library's runs (a stop and a resume, a sweep, one seed's envs split) in both layouts."""
-    root = tmp_path_factory.mktemp("probes")
-    for processes in (_probe(root / "two", free_port()), _probe(root / "one"),
-                      _probe(root / "two_again", free_port(), only_envs=True)):
-        for p in processes:
-            output, _ = p.communicate(timeout=900)
-            assert p.returncode == 0, output[-3000:]
-    return root
+def probes(everything):
+    """The library's runs (a stop and a resume, a sweep, one seed's envs split, twice) in both layouts."""
+    return everything.probes
 
 
 def test_a_resume_over_two_processes_is_bit_identical_to_a_run_that_never_stopped(probes):
@@ -241,7 +261,9 @@ def test_one_seeds_envs_split_over_two_processes_match_one_process(probes):
 
 
 def test_one_seeds_envs_split_over_two_processes_are_reproducible_bit_for_bit(probes):
-    first, again = _summary(probes / "two" / "envs"), _summary(probes / "two_again" / "envs")
+    # the same two processes train the split a second time, from the start, in a run directory of
+    # its own: its collectives run again on the same inputs
+    first, again = _summary(probes / "two" / "envs"), _summary(probes / "two" / "envs_again")
     assert again["processes"] == 2 and again["sharding"] == "envs"
     assert again["params_digest"] == first["params_digest"]
 
