@@ -146,8 +146,10 @@ RANDOM_SNAKE_RETURN = 0.10
 
 @pytest.mark.slow
 def test_snake_preset_eats_more_than_a_random_policy(tmp_path):
-    # the sampling policy: the greedy one learns early to circle safely, eating little (docs/suites.md).
-    # Measured: 0.86, 0.55, 0.59 (at 150k steps 0.42, 0.33, 0.95: too close to the bar)
+    # the sampling policy: the greedy one learns to circle safely, eating little (docs/suites.md).
+    # Measured: 11.30, 8.80, 11.17 (the 1M-step preset: 15.1 over 5 seeds); the bar leaves a margin of
+    # ~9x, as a seed's run is chaotic in XLA's float code (at 150k steps one seed ate 9.41 in one
+    # process and 0.77 in another)
     summary, _ = learn_preset(ENV, tmp_path, total_timesteps=300_000, eval_episodes=64)
     sampling = summary["final_eval_return_stochastic"]
-    assert min(sampling) >= 3 * RANDOM_SNAKE_RETURN, sampling
+    assert min(sampling) >= 10 * RANDOM_SNAKE_RETURN, sampling
