@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from jaxrl_async.cli.launch import free_port, process_env
+from jaxrl_async.cli.launch import core_shares, free_port, process_env
 from jaxrl_async.cli.main import main
 from jaxrl_async.trainer.sharding import choose_layout
 
@@ -215,6 +215,13 @@ def test_each_launched_process_gets_its_own_block_of_devices():
     assert process_env(1, 1, base={"CUDA_VISIBLE_DEVICES": "4,6"})["CUDA_VISIBLE_DEVICES"] == "6"
 
 
+def test_each_launched_process_gets_an_equal_share_of_the_cores():
+    assert core_shares([0, 1], 2) == [{0}, {1}]
+    assert core_shares([0, 1, 2, 3, 4, 5, 6], 2) == [{0, 1, 2}, {3, 4, 5, 6}]  # the remainder to the last
+    assert core_shares([4, 7], 2) == [{4}, {7}]  # the launcher's own cores, not 0..n-1
+    assert core_shares([0], 2) == [None, None]  # fewer cores than processes: unbound
+
+
 @pytest.mark.parametrize("seeds, envs, devices, processes, expected", [
     (8, 4, 4, 2, ("seeds", 4)),
     (6, 4, 4, 2, ("seeds", 2)),   # 3 devices would split 6 seeds, but not over 2 processes evenly
@@ -352,6 +359,10 @@ def test_a_stop_request_stops_every_process_at_one_sync_with_a_checkpoint(tmp_pa
             assert launcher.poll() is None, launcher.stderr.read()[-3000:]
             assert time.monotonic() < deadline, "no checkpoint within 600 s"
             time.sleep(0.2)
+        # each process runs on its share of the cores (the launcher's are this process's)
+        shares = core_shares(sorted(os.sched_getaffinity(0)), 2)
+        for process_id, share in enumerate(shares):
+            assert os.sched_getaffinity(_child_process(launcher.pid, process_id)) == (share or os.sched_getaffinity(0))
         stop(launcher)
         # a process that stopped at another sync than the other would leave it blocked: a timeout here
         out, err = launcher.communicate(timeout=120)

@@ -3,8 +3,9 @@ processes (a workstation's GPUs, or the CPU tests of `jax.distributed`).
 
 It picks a free coordinator port, starts N `jaxrl-async train` processes with `--coordinator
 127.0.0.1:PORT --num-processes N --process-id I`, each with its own K devices
-(`JAX_NUM_CPU_DEVICES=K`; `CUDA_VISIBLE_DEVICES` the I-th block of K GPUs), and streams process
-0's console (the others print nothing but their errors). When any process fails, the others are
+(`JAX_NUM_CPU_DEVICES=K`; `CUDA_VISIBLE_DEVICES` the I-th block of K GPUs) and its own equal share
+of the launcher's cores (`core_shares`: each process's XLA runtime sizes its threads to the cores
+it may use, so unbound processes oversubscribe them), and streams process 0's console (the others print nothing but their errors). When any process fails, the others are
 stopped (SIGTERM, then SIGKILL after a grace period) and one line names the process and its error:
 a process that dies mid-run leaves the rest blocked in a collective, so the launcher, not JAX's
 heartbeat (minutes), bounds the wait.
@@ -48,6 +49,9 @@ class LaunchCommand:
     (CUDA_VISIBLE_DEVICES)."""
     coordinator_timeout: float = 60.0
     """Seconds every process waits for the coordinator and for the others to join."""
+    bind_cores: bool = True
+    """Give each process an equal share of the launcher's cores, so that the processes' runtimes do not
+    oversubscribe them (docs/distributed.md, "Measured")."""
 
     def __post_init__(self):
         if self.processes < 1:
@@ -65,6 +69,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def core_shares(cores: list[int], processes: int) -> list[set[int] | None]:
+    """Each process's equal share of `cores` (in order; the remainder left to the last), or None
+    for every process where there are fewer cores than processes (left unbound)."""
+    per = len(cores) // processes
+    if per == 0:
+        return [None] * processes
+    return [set(cores[i * per:(i + 1) * per if i < processes - 1 else len(cores)]) for i in range(processes)]
+
+
 def process_env(process_id: int, devices_per_process: int, base: dict | None = None) -> dict:
     """Process `process_id`'s environment: its K CPU devices and its block of K GPUs."""
     env = dict(os.environ if base is None else base)
@@ -80,9 +93,10 @@ def process_env(process_id: int, devices_per_process: int, base: dict | None = N
 class _Process:
     """One child: its Popen and the tail of its stderr (echoed for process 0), read by a thread."""
 
-    def __init__(self, process_id: int, args: list[str], env: dict):
+    def __init__(self, process_id: int, args: list[str], env: dict, cores: set[int] | None = None):
         self.process_id = process_id
-        self.popen = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL,
+        bind = None if cores is None else (lambda: os.sched_setaffinity(0, cores))
+        self.popen = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, preexec_fn=bind,
                                       stdout=None if process_id == 0 else subprocess.DEVNULL,
                                       stderr=subprocess.PIPE, text=True, errors="replace")
         self.tail: collections.deque[str] = collections.deque(maxlen=50)
@@ -145,12 +159,16 @@ def launch(command: LaunchCommand, train_args: list[str], grace_s: float = GRACE
     port = free_port()
     processes: list[_Process] = []
     previous = None  # the SIGTERM handler before ours
+    shares = [None] * command.processes
+    if command.bind_cores and hasattr(os, "sched_getaffinity"):  # Linux
+        shares = core_shares(sorted(os.sched_getaffinity(0)), command.processes)
     try:
         for process_id in range(command.processes):
             args = [sys.executable, "-m", "jaxrl_async.cli", *train_args,
                     "--coordinator", f"127.0.0.1:{port}", "--num-processes", str(command.processes),
                     "--process-id", str(process_id), "--coordinator-timeout", str(command.coordinator_timeout)]
-            processes.append(_Process(process_id, args, process_env(process_id, command.devices_per_process)))
+            processes.append(_Process(process_id, args, process_env(process_id, command.devices_per_process),
+                                      shares[process_id]))
         interrupted = False
 
         def pass_on(signum, frame):  # a SIGTERM for the launcher is one for every process
