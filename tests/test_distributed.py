@@ -351,15 +351,15 @@ def test_a_stop_request_stops_every_process_at_one_sync_with_a_checkpoint(tmp_pa
     run_dir = tmp_path / "run"
     flags = [*TINY, "--total-timesteps", str(32 * 1_000_000), "--checkpoint-interval", "2", "--run-dir", str(run_dir)]
     # a session of its own, as a terminal's: its Ctrl-C reaches the launcher and its processes
-    launcher = subprocess.Popen([*CLI, "launch", "--processes", "2", "--", *flags], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    launcher = subprocess.Popen([*CLI, "launch", "--processes", "2", "--bind-cores", "--", *flags],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
         while not glob.glob(str(run_dir / "checkpoints" / "update_*.ckpt")):
             assert launcher.poll() is None, launcher.stderr.read()[-3000:]
             assert time.monotonic() < deadline, "no checkpoint within 600 s"
             time.sleep(0.2)
-        # each process runs on its share of the cores (the launcher's are this process's)
+        # --bind-cores: each process runs on its share of the cores (the launcher's are this process's)
         shares = core_shares(sorted(os.sched_getaffinity(0)), 2)
         for process_id, share in enumerate(shares):
             assert os.sched_getaffinity(_child_process(launcher.pid, process_id)) == (share or os.sched_getaffinity(0))

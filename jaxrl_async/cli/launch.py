@@ -3,9 +3,8 @@ processes (a workstation's GPUs, or the CPU tests of `jax.distributed`).
 
 It picks a free coordinator port, starts N `jaxrl-async train` processes with `--coordinator
 127.0.0.1:PORT --num-processes N --process-id I`, each with its own K devices
-(`JAX_NUM_CPU_DEVICES=K`; `CUDA_VISIBLE_DEVICES` the I-th block of K GPUs) and its own equal share
-of the launcher's cores (`core_shares`: each process's XLA runtime sizes its threads to the cores
-it may use, so unbound processes oversubscribe them), and streams process 0's console (the others print nothing but their errors). When any process fails, the others are
+(`JAX_NUM_CPU_DEVICES=K`; `CUDA_VISIBLE_DEVICES` the I-th block of K GPUs), with `--bind-cores`
+each on its own equal share of the launcher's cores (`core_shares`), and streams process 0's console (the others print nothing but their errors). When any process fails, the others are
 stopped (SIGTERM, then SIGKILL after a grace period) and one line names the process and its error:
 a process that dies mid-run leaves the rest blocked in a collective, so the launcher, not JAX's
 heartbeat (minutes), bounds the wait.
@@ -49,9 +48,11 @@ class LaunchCommand:
     (CUDA_VISIBLE_DEVICES)."""
     coordinator_timeout: float = 60.0
     """Seconds every process waits for the coordinator and for the others to join."""
-    bind_cores: bool = True
-    """Give each process an equal share of the launcher's cores, so that the processes' runtimes do not
-    oversubscribe them (docs/distributed.md, "Measured")."""
+    bind_cores: bool = False
+    """Give each process an equal share of the launcher's cores: the processes' XLA runtimes, each
+    sizing its threads to every core, no longer oversubscribe them (2 processes on 2 cores: 0.81x
+    one process with 2 devices, against 0.65-0.71x), but a large matmul, split over fewer threads,
+    may round differently from one process's (docs/distributed.md, "Measured")."""
 
     def __post_init__(self):
         if self.processes < 1:

@@ -56,11 +56,14 @@ def processes(quick: bool, repeats: int) -> dict:
     """8 seeds of the reference config: `launch --processes 2` (1 device each) against one process
     with 2 devices (the same per-device program, so the same params: `identical_params`). The
     ratio is the cost of the collectives and the processes; `launch_to_first_sync_s` the time from
-    the command's start to the first metrics line (JAX's start, the coordinator, a cold compile)."""
+    the command's start to the first metrics line (JAX's start, the coordinator, a cold compile).
+    Full mode adds the launch with each process bound to its share of the cores (`--bind-cores`)."""
     budget = 4 * 512 if quick else REFERENCE["total_timesteps"] // 2
     rounds = 1 if quick else max(1, repeats // 5)
     base = {k: v for k, v in os.environ.items() if k != "JAX_NUM_CPU_DEVICES"}
     runs: dict[str, list] = {"two-processes": [], "one-process": []}
+    if not quick:
+        runs["two-processes-bound"] = []
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(rounds):  # round-robin: drift in the machine's speed hits both alike
             two_dir, one_dir = os.path.join(tmp, f"two{round_}"), os.path.join(tmp, f"one{round_}")
@@ -68,6 +71,10 @@ def processes(quick: bool, repeats: int) -> dict:
                                                 base, two_dir))
             runs["one-process"].append(_timed(_command(one_dir, budget), {**base, "JAX_NUM_CPU_DEVICES": "2"},
                                               one_dir))
+            if "two-processes-bound" in runs:
+                bound_dir = os.path.join(tmp, f"bound{round_}")
+                runs["two-processes-bound"].append(_timed(["launch", "--processes", "2", "--bind-cores", "--",
+                                                           *_command(bound_dir, budget)], base, bound_dir))
     results = {}
     for label, measured in runs.items():
         windows = [rate for run in measured for rate in run["windows"]]
@@ -75,8 +82,10 @@ def processes(quick: bool, repeats: int) -> dict:
             "steps_per_second": {"median": float(np.median(windows)), "min": min(windows), "max": max(windows)},
             "launch_to_first_sync_s": float(np.median([run["first_sync_s"] for run in measured])),
             "compile_s": float(np.median([run["compile_s"] for run in measured])), "repeats": len(windows)}
-    two, one = (results[f"processes/4x128/seeds={NUM_SEEDS}/{label}"] for label in runs)
-    two["ratio_to_one_process"] = two["steps_per_second"]["median"] / one["steps_per_second"]["median"]
-    two["identical_params"] = all(a["digest"] == b["digest"]
-                                  for a, b in zip(runs["two-processes"], runs["one-process"]))
+    one = results[f"processes/4x128/seeds={NUM_SEEDS}/one-process"]
+    for label in runs:
+        if label.startswith("two-processes"):
+            two = results[f"processes/4x128/seeds={NUM_SEEDS}/{label}"]
+            two["ratio_to_one_process"] = two["steps_per_second"]["median"] / one["steps_per_second"]["median"]
+            two["identical_params"] = all(a["digest"] == b["digest"] for a, b in zip(runs[label], runs["one-process"]))
     return results
