@@ -349,9 +349,11 @@ def test_a_stop_request_stops_every_process_at_one_sync_with_a_checkpoint(tmp_pa
     from jaxrl_async.trainer import checkpoint as ckpt
 
     run_dir = tmp_path / "run"
-    flags = [*TINY, "--total-timesteps", str(32 * 1_000_000), "--checkpoint-interval", "2", "--run-dir", str(run_dir)]
+    # a constant step size: the run's params do not depend on its total, which its resume changes
+    flags = [*TINY, "--no-anneal-lr", "--checkpoint-interval", "2"]
+    launch = [*CLI, "launch", "--processes", "2", "--bind-cores", "--"]
     # a session of its own, as a terminal's: its Ctrl-C reaches the launcher and its processes
-    launcher = subprocess.Popen([*CLI, "launch", "--processes", "2", "--bind-cores", "--", *flags],
+    launcher = subprocess.Popen([*launch, *flags, "--total-timesteps", str(32 * 1_000_000), "--run-dir", str(run_dir)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
@@ -375,3 +377,12 @@ def test_a_stop_request_stops_every_process_at_one_sync_with_a_checkpoint(tmp_pa
     assert stopped, out[-2000:]
     assert ckpt.latest_checkpoint(str(run_dir)) == stopped.group(2)
     assert ckpt.load(stopped.group(2))["counters"]["updates"] == int(stopped.group(1))
+    if stop is _sigterm_to_process_1:
+        # the resume is exact: resumed over the 2 processes for 2 more updates, the run ends with the
+        # params of one that never stopped
+        total = ["--total-timesteps", str(32 * (int(stopped.group(1)) + 2))]
+        straight = [*flags, *total, "--run-dir", str(tmp_path / "straight")]
+        for args in (["train", "--resume", str(run_dir), *total], straight):
+            done = subprocess.run([*launch, *args], capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, done.stderr[-3000:]
+        assert _summary(run_dir)["params_digest"] == _summary(tmp_path / "straight")["params_digest"]

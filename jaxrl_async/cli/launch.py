@@ -4,7 +4,8 @@ processes (a workstation's GPUs, or the CPU tests of `jax.distributed`).
 It picks a free coordinator port, starts N `jaxrl-async train` processes with `--coordinator
 127.0.0.1:PORT --num-processes N --process-id I`, each with its own K devices
 (`JAX_NUM_CPU_DEVICES=K`; `CUDA_VISIBLE_DEVICES` the I-th block of K GPUs), with `--bind-cores`
-each on its own equal share of the launcher's cores (`core_shares`), and streams process 0's console (the others print nothing but their errors). When any process fails, the others are
+each on its own equal share of the launcher's cores (`core_shares`), and streams process 0's
+console (the others print nothing but their errors). When any process fails, the others are
 stopped (SIGTERM, then SIGKILL after a grace period) and one line names the process and its error:
 a process that dies mid-run leaves the rest blocked in a collective, so the launcher, not JAX's
 heartbeat (minutes), bounds the wait.
