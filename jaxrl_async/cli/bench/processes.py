@@ -87,5 +87,6 @@ def processes(quick: bool, repeats: int) -> dict:
         if label.startswith("two-processes"):
             two = results[f"processes/4x128/seeds={NUM_SEEDS}/{label}"]
             two["ratio_to_one_process"] = two["steps_per_second"]["median"] / one["steps_per_second"]["median"]
-            two["identical_params"] = all(a["digest"] == b["digest"] for a, b in zip(runs[label], runs["one-process"]))
+            two["identical_params"] = all(a["digest"] == b["digest"]
+                                          for a, b in zip(runs[label], runs["one-process"]))
     return results

@@ -99,8 +99,8 @@ def host_step_cost(quick: bool, repeats: int) -> dict:
         except ValueError as error:  # an optional extra not installed
             print(f"host_step_cost: {env_id} left out: {error}")
             continue
-        row = _host_step_row(c, steps=32 if quick else 512, repeats=repeats)
-        results[f"host_step_cost/{env_id}/{cfg.num_envs}x{cfg.num_steps}" + (f"/groups={groups}" if groups > 1 else "")] = row
+        label = f"host_step_cost/{env_id}/{cfg.num_envs}x{cfg.num_steps}" + (f"/groups={groups}" if groups > 1 else "")
+        results[label] = _host_step_row(c, steps=32 if quick else 512, repeats=repeats)
     return results
 
 
