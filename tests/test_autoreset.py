@@ -49,12 +49,13 @@ def run(fn, *args):
 
 @pytest.mark.parametrize("chunk", [1, 3])
 def test_vmapped_it_is_the_select_and_resets_only_the_done_envs(chunk):
-    done, keys, stepped = batch((16,))
+    done, keys, stepped = batch((16,), seed=4)
     num_done = int(done.sum())
-    assert 0 < num_done < 16
+    assert num_done == 5  # with chunk 3: one chunk, then two alone (no padded reset computed)
     out, calls = run(jax.vmap(lambda d, k, s: reset_where(d, k, s, counted_reset, chunk)), done, keys, stepped)
     assert_same(out, jax.vmap(select_reference)(done, keys, stepped))
-    assert calls == -(-num_done // chunk)  # one loop trip per chunk of done envs
+    # one loop trip per whole chunk of done envs, then one per env left over
+    assert calls == num_done // chunk + num_done % chunk
 
 
 def test_no_reset_runs_on_a_step_where_no_episode_ended():

@@ -152,8 +152,14 @@ def test_unknown_case_is_a_clear_error(capsys):
 
 def test_suites_rollout_against_the_suites_raw_step(quick_report):
     results = quick_report[1]["results"]
-    raw = results["suites/raw/navix:Navix-Empty-5x5-v0/envs=8"]
-    ours = results["suites/rollout/navix:Navix-Empty-5x5-v0/envs=8"]
+    raw, env, ours = (results[f"suites/{row}/navix:Navix-Empty-5x5-v0/envs=8"] for row in ("raw", "env", "rollout"))
     assert raw["compile_s"] > 0 and raw["steps_per_second"]["median"] > 0
-    assert ours["ratio_to_raw_env"] == pytest.approx(ours["steps_per_second"]["median"]
-                                                     / raw["steps_per_second"]["median"])
+    assert env["repeats"] == ours["repeats"] == raw["repeats"] == 2  # timed in turns, round by round
+    rate = {name: row["steps_per_second"]["median"] for name, row in (("raw", raw), ("env", env), ("ours", ours))}
+    assert ours["ratio_to_raw_env"] == pytest.approx(rate["ours"] / rate["raw"])
+    assert ours["ratio_to_env_with_resets"] == pytest.approx(rate["ours"] / rate["env"])
+    assert env["ratio_to_raw_env"] == pytest.approx(rate["env"] / rate["raw"])
+    acting = results["suites/acting/navix:Navix-Empty-5x5-v0/envs=8"]
+    split = ours["ms_per_step"]
+    assert split["acting"] == pytest.approx(1e3 * acting["median_s"] / 16)  # 16 steps in the quick run
+    assert sum(split.values()) == pytest.approx(1e3 * ours["median_s"] / 16)

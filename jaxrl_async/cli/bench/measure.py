@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 import time
 from typing import Any, Callable
@@ -42,6 +43,27 @@ def time_jitted(fn: Callable, *args, warmup: int = 1, repeats: int = 5, static_a
     compiled = jax.jit(fn, static_argnums=static_argnums).lower(*args).compile()
     compile_s = time.perf_counter() - start
     return Timing(time_calls(lambda: compiled(*args), warmup=warmup, repeats=repeats), compile_s)
+
+
+def time_alternately(programs: dict[str, tuple[Callable, tuple]], *, warmup: int = 1,
+                     repeats: int = 5) -> dict[str, Timing]:
+    """`{name: (fn, args)}`: AOT-compile each (timed), then time them in turns, one call of each per
+    round for `repeats` rounds after `warmup`, so that the machine's slow and fast stretches fall on
+    every program alike. Each program must leave its arguments alive (no donation)."""
+    compiled, compile_s = {}, {}
+    for name, (fn, args) in programs.items():
+        start = time.perf_counter()
+        compiled[name] = jax.jit(fn).lower(*args).compile()
+        compile_s[name] = time.perf_counter() - start
+    calls = {name: functools.partial(compiled[name], *programs[name][1]) for name in programs}
+    for call in calls.values():
+        for _ in range(warmup):
+            jax.block_until_ready(call())
+    times: dict[str, list[float]] = {name: [] for name in programs}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            times[name] += time_calls(call, warmup=0, repeats=1)
+    return {name: Timing(times[name], compile_s[name]) for name in programs}
 
 
 def time_calls(call: Callable[[], Any], *, warmup: int = 1, repeats: int = 5) -> list[float]:

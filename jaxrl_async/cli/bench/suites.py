@@ -2,11 +2,21 @@
 
 The limit for a rollout is the env itself: the suite's own step (`SuiteEnv.step_env`, which
 neither resets nor records anything), `vmap`ped over the same env count, with random actions, T
-steps in one `lax.scan`. Our rollout adds the policy's forward pass, the auto-reset (a fresh
-initial state drawn every step, selected where an episode ended), the trajectory's records and
-GAE. `ratio_to_raw_env` is rollout / raw steps/s; where the env's step costs more than the
-policy's forward pass (Brax, Playground, Craftax) it should be near 1 (the issue asks >= 0.8).
-A suite that is not installed is skipped with a note.
+steps in one `lax.scan` (`raw`). Our rollout adds the policy's forward pass, the auto-reset, the
+trajectory's records and GAE. `ratio_to_raw_env` is rollout / raw steps/s; where the env's step
+costs more than the policy's forward pass (Brax, Playground, Craftax) it should be near 1 (the
+issue asks >= 0.8).
+
+Two rows split the difference. `acting` is the policy's forward pass and its sampling alone over
+the same envs and steps (the observations nudged by each step's output, so the loop cannot hoist
+it). The auto-reset is work the raw step skips and no auto-resetting rollout can: each episode that
+ends needs a fresh initial state, and a Craftax reset generates a world (~40 steps' cost). The
+`env` row measures that bound: the adapter's whole step (the suite's step, its time limit, and the
+resets of exactly the envs whose episode ended, `autoreset.reset_where`) with random actions and
+nothing of ours around it; `ratio_to_env_with_resets` is rollout / env. What is left of the
+rollout's time after `env` and `acting` is its records (every step's observation and pre-reset
+observation, `[T, B, ...]`), the carried statistics and GAE. The programs are compiled first and
+then timed in alternation, call by call, so a noisy stretch of the machine falls on all alike. A suite that is not installed is skipped with a note.
 """
 
 from __future__ import annotations
@@ -16,8 +26,9 @@ import importlib.util
 import sys
 
 import jax
+import jax.numpy as jnp
 
-from jaxrl_async.cli.bench.measure import time_jitted
+from jaxrl_async.cli.bench.measure import time_alternately
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.suites import split_suite_id
@@ -34,20 +45,44 @@ def _installed(env_id: str) -> bool:
     return importlib.util.find_spec(split_suite_id(env_id)[0].package) is not None
 
 
-def raw_steps(env, params, num_envs: int, num_steps: int):
-    """`(inner states, key) -> ...`: T steps of the suite's own step over `num_envs` envs."""
+def raw_steps(env, params, num_envs: int, num_steps: int, resets: bool = False):
+    """`(inner states, key) -> ...`: T steps of the suite's own step over `num_envs` envs, with
+    random actions; with `resets`, the adapter's auto-resetting step instead (`SuiteEnv.step`)."""
     space = env.action_space(params)
     suite_env = env.unwrapped
 
-    def run(inner, key):
+    def step(keys, state, actions):
+        if resets:
+            return jax.vmap(suite_env.step, (0, 0, 0, None))(keys, state, actions, params)[1:3]
+        return jax.vmap(suite_env.step_env, (0, 0, 0, None))(keys, state, actions, params)[1:3]
+
+    def run(state, key):
         def body(carry, _):
-            inner, key = carry
+            state, key = carry
             key, act_key, step_key = jax.random.split(key, 3)
             actions = jax.vmap(space.sample)(jax.random.split(act_key, num_envs))
-            _, inner, reward, *_ = jax.vmap(suite_env.step_env, (0, 0, 0, None))(
-                jax.random.split(step_key, num_envs), inner, actions, params)
-            return (inner, key), reward.sum()
-        return jax.lax.scan(body, (inner, key), None, num_steps)
+            state, reward = step(jax.random.split(step_key, num_envs), state, actions)
+            return (state, key), reward.sum()
+        return jax.lax.scan(body, (state, key), None, num_steps)
+
+    return run
+
+
+def acting_steps(policy, num_envs: int, num_steps: int):
+    """`(params, observations, key) -> ...`: T steps of the policy's act (forward pass, sample,
+    log-probability) on the rollout's observations, each step's observations nudged by its output."""
+
+    def run(params, obs, key):
+        def body(carry, _):
+            obs, key = carry
+            key, act_key = jax.random.split(key)
+            dist, value, _ = policy.step(params, obs, policy.initial_carry((num_envs,)))
+            log_prob = dist.log_prob(dist.sample(act_key))
+            nudge = 1e-9 * (jnp.sum(log_prob) + jnp.sum(value))
+            obs = jax.tree.map(lambda x: x + nudge.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x,
+                               obs)
+            return (obs, key), log_prob.sum()
+        return jax.lax.scan(body, (obs, key), None, num_steps)
 
     return run
 
@@ -62,18 +97,28 @@ def suites(quick: bool, repeats: int) -> dict:
         for num_envs in (8,) if quick else ENV_COUNTS:
             num_steps = 16 if quick else 128
             env, params = make_env(env_id)
-            _, inner = jax.vmap(env.unwrapped.reset_env, (0, None))(
-                jax.random.split(jax.random.PRNGKey(0), num_envs), params)
-            raw = time_jitted(raw_steps(env, params, num_envs, num_steps), inner, jax.random.PRNGKey(1),
-                              repeats=repeats)
+            suite_env = env.unwrapped
+            keys = jax.random.split(jax.random.PRNGKey(0), num_envs)
+            _, inner = jax.vmap(suite_env.reset_env, (0, None))(keys, params)
+            _, env_state = jax.vmap(suite_env.reset, (0, None))(keys, params)
             c = build(TrainConfig(env=env_id, num_envs=num_envs, num_steps=num_steps,
                                   total_timesteps=num_envs * num_steps))
             state = jax.jit(functools.partial(init_state, c))(jax.random.PRNGKey(0))
-            ours = time_jitted(c.rollout.collect, state.learner.params, state.rollout, repeats=repeats)
-            steps = num_envs * num_steps
-            raw_row = raw.as_dict(steps)
-            row = ours.as_dict(steps)
-            row["ratio_to_raw_env"] = row["steps_per_second"]["median"] / raw_row["steps_per_second"]["median"]
-            results[f"suites/raw/{env_id}/envs={num_envs}"] = raw_row
-            results[f"suites/rollout/{env_id}/envs={num_envs}"] = row
+            programs = {
+                "raw": (raw_steps(env, params, num_envs, num_steps), (inner, jax.random.PRNGKey(1))),
+                "env": (raw_steps(env, params, num_envs, num_steps, resets=True), (env_state, jax.random.PRNGKey(1))),
+                "acting": (acting_steps(c.rollout.policy, num_envs, num_steps),
+                           (state.learner.params, state.rollout.obs, jax.random.PRNGKey(2))),
+                "rollout": (c.rollout.collect, (state.learner.params, state.rollout))}
+            rows = {name: row.as_dict(num_envs * num_steps)
+                    for name, row in time_alternately(programs, repeats=repeats).items()}
+            rate = {name: row["steps_per_second"]["median"] for name, row in rows.items()}
+            rows["rollout"]["ratio_to_raw_env"] = rate["rollout"] / rate["raw"]
+            rows["rollout"]["ratio_to_env_with_resets"] = rate["rollout"] / rate["env"]
+            rows["env"]["ratio_to_raw_env"] = rate["env"] / rate["raw"]
+            ms = {name: 1e3 * row["median_s"] / num_steps for name, row in rows.items()}
+            rows["rollout"]["ms_per_step"] = {"env_with_resets": ms["env"], "acting": ms["acting"],
+                                              "rest": ms["rollout"] - ms["env"] - ms["acting"]}
+            for name, row in rows.items():
+                results[f"suites/{name}/{env_id}/envs={num_envs}"] = row
     return results

@@ -9,10 +9,11 @@ suite's own step rate.
 
 `reset_where(done, key, stepped, reset_fn)` returns what that select returns, element for
 element. Unbatched it is a `lax.cond` (the reset runs only when `done`). Under `vmap` its batching
-rule sees the whole batch of `done` flags and runs a `lax.while_loop` over the done envs, `chunk`
-at a time, each reset from that env's own key: no reset at all on a step where no episode ended,
-and otherwise as many as ended (rounded up to `chunk`). A `vmap` over that (seeds over envs)
-folds into one batch, so the loop still runs once per step.
+rule sees the whole batch of `done` flags and resets exactly the done envs, each from its own key:
+`chunk` at a time while at least `chunk` are left (one batched reset amortises its fixed cost), then
+the rest one at a time, so no reset runs on a step where no episode ended and none is computed only
+to be thrown away. A `vmap` over that (seeds over envs) folds into one batch, so the loops still run
+once per step. `chunk=0` resets the whole batch in one go where any episode ended.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ from jax.custom_batching import custom_vmap
 
 
 def default_chunk() -> int:
-    """Resets per loop iteration: 1 on the CPU, where a reset costs the same alone as in a batch
-    and most steps end at most one episode; the whole batch elsewhere (0), where one batched reset
-    costs about as much as one alone, so a step with any episode ended costs at most what the
-    select did (not measured on a GPU here)."""
-    return 1 if jax.default_backend() == "cpu" else 0
+    """Resets per batched trip: 16 on the CPU, where a reset's cost grows with the rows it resets
+    but 16 at once cost well under 16 alone (`jaxrl-async bench --only suites`: Brax with a fifth
+    of its envs ending each step); the whole batch elsewhere (0), where one batched reset costs
+    about as much as one alone, so a step with any episode ended costs at most what the select did
+    (not measured on a GPU here)."""
+    return 16 if jax.default_backend() == "cpu" else 0
 
 
 def reset_where(done: jax.Array, key: jax.Array, stepped: Any, reset_fn: Callable[[jax.Array], Any],
@@ -115,18 +117,27 @@ def _batched(reset_fn: Callable, chunk: int) -> Callable:
 
 def _reset_rows(done: jax.Array, keys: jax.Array, stepped: Any, reset_fn: Callable, chunk: int) -> Any:
     n = done.shape[0]
-    chunk = n if chunk == 0 else min(chunk, n)
+    whole_batch = chunk == 0 or chunk >= n
+    chunk = n if whole_batch else chunk
     # the done rows first, then n (out of range: a write there is dropped), padded so that every
     # chunk's slice is in range
     rows = jnp.nonzero(done, size=n, fill_value=n)[0]
     rows = jnp.concatenate([rows, jnp.full((chunk,), n, rows.dtype)])
     num_done = jnp.sum(done, dtype=jnp.int32)
 
-    def reset_chunk(carry):
-        start, stepped = carry
-        index = lax.dynamic_slice(rows, (start,), (chunk,))
-        fresh = jax.vmap(reset_fn)(keys[jnp.minimum(index, n - 1)])
-        stepped = jax.tree.map(lambda old, new: old.at[index].set(new, mode="drop"), stepped, fresh)
-        return start + chunk, stepped
+    def reset(size):
+        def reset_rows(carry):
+            start, stepped = carry
+            index = lax.dynamic_slice(rows, (start,), (size,))
+            fresh = jax.vmap(reset_fn)(keys[jnp.minimum(index, n - 1)])
+            stepped = jax.tree.map(lambda old, new: old.at[index].set(new, mode="drop"), stepped, fresh)
+            return start + size, stepped
+        return reset_rows
 
-    return lax.while_loop(lambda carry: carry[0] < num_done, reset_chunk, (jnp.int32(0), stepped))[1]
+    if whole_batch:  # one trip where any episode ended
+        return lax.while_loop(lambda carry: carry[0] < num_done, reset(n), (jnp.int32(0), stepped))[1]
+    carry = (jnp.int32(0), stepped)
+    if chunk > 1:  # whole chunks while a chunk's worth is left ...
+        carry = lax.while_loop(lambda carry: carry[0] + chunk <= num_done, reset(chunk), carry)
+    # ... then the rest one at a time
+    return lax.while_loop(lambda carry: carry[0] < num_done, reset(1), carry)[1]
