@@ -38,7 +38,7 @@ from jaxrl_async.algorithms.sgd import LearnerHyperparams
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision, observed_legal_actions
 from jaxrl_async.nets.q import make_q_policy
 from jaxrl_async.core.distributions import mask_scores
-from jaxrl_async.core.optimizer import make_optimizer, sgd_step
+from jaxrl_async.core.optimizer import global_norm, make_optimizer, sgd_step
 from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
 
 
@@ -132,7 +132,7 @@ def make_dqn(cfg, replay_cfg, dqn_cfg, policy: Policy, q_values: Callable, *, nu
                                                  + (1.0 - dqn_cfg.target_update_tau) * target, target),
                 network, target_network)
             carry = (network, target_network, opt_state, gradient_steps, (view.priorities, view.max_priority))
-            return carry, {**metrics, "grad_norm": optax.tree.norm(grads)}
+            return carry, {**metrics, "grad_norm": global_norm(grads)}
 
         carry = (state.params.network, state.extra.nets, state.opt_state, state.extra.gradient_steps,
                  (buffer.priorities, buffer.max_priority))

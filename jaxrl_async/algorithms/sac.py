@@ -33,14 +33,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 
 from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.algorithms.replay.learner import (ReplayState, begin_update, host_hooks, learn_once_ready,
                                                    new_buffer, replay_metrics)
 from jaxrl_async.algorithms.sgd import LearnerHyperparams
-from jaxrl_async.core.optimizer import make_optimizer, sgd_step
+from jaxrl_async.core.optimizer import global_norm, make_optimizer, sgd_step
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
 from jaxrl_async.nets.sac import SACNets, make_sac_policy
 from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
@@ -173,10 +172,10 @@ def make_sac(cfg, replay_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_upd
             # `loss` and `grad_norm`, which every learner reports (the divergence check reads them):
             # the critics' and the actor's together
             metrics = {**metrics, "loss": metrics["critic_loss"] + loss_pi,
-                       "grad_norm": optax.tree.norm((critic_grads, actor_grads)), "actor_loss": loss_pi,
+                       "grad_norm": global_norm((critic_grads, actor_grads)), "actor_loss": loss_pi,
                        "entropy": -jnp.mean(log_prob), "temperature": temperature,
-                       "critic_grad_norm": optax.tree.norm(critic_grads),
-                       "actor_grad_norm": optax.tree.norm(actor_grads)}
+                       "critic_grad_norm": global_norm(critic_grads),
+                       "actor_grad_norm": global_norm(actor_grads)}
             priority_state = (view.priorities, view.max_priority)
             return (actor, critic, target_critic, log_temperature, opt_state, priority_state), metrics
 

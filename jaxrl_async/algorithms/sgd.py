@@ -12,12 +12,11 @@ from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 
 from jaxrl_async.config import check_minibatches
 from jaxrl_async.nets.actor_critic import Policy, make_policy
-from jaxrl_async.core.optimizer import make_optimizer, sgd_step
+from jaxrl_async.core.optimizer import global_norm, make_optimizer, sgd_step
 from jaxrl_async.types import Algorithm, LearnerState, Trajectory
 
 
@@ -129,7 +128,7 @@ def make_learner(cfg, policy: Policy, loss_fn: LossFn, batch_fn: BatchFn, *, num
             grads, metrics = jax.grad(loss_fn, has_aux=True)(params, minibatch, hp)
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = sgd_step(params, updates, learning_rate)
-            return (params, opt_state), {**metrics, "grad_norm": optax.tree.norm(grads)}
+            return (params, opt_state), {**metrics, "grad_norm": global_norm(grads)}
 
         def epoch(carry, _):
             params, opt_state, key = carry

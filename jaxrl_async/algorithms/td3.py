@@ -44,7 +44,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import struct
 
 from jaxrl_async.algorithms.replay import buffer as replay
@@ -52,7 +51,7 @@ from jaxrl_async.algorithms.replay.learner import (ReplayState, begin_update, ho
                                                    new_buffer, replay_metrics)
 from jaxrl_async.algorithms.sac import critic_loss
 from jaxrl_async.algorithms.sgd import LearnerHyperparams
-from jaxrl_async.core.optimizer import make_optimizer, sgd_step
+from jaxrl_async.core.optimizer import global_norm, make_optimizer, sgd_step
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
 from jaxrl_async.nets.td3 import TD3Nets, make_td3_policy
 from jaxrl_async.types import Algorithm, HostHooks, Learner, LearnerState, Trajectory
@@ -160,7 +159,7 @@ def make_td3(cfg, replay_cfg, td3_cfg, policy: Policy, nets: TD3Nets, *, num_upd
             actor, actor_opt = adam_step(actor, grads, actor_opt, learning_rate)
             targets = TD3Targets(critic=critic, target_critic=polyak(critic, targets.target_critic, td3_cfg.target_tau),
                                  target_actor=polyak(actor, targets.target_actor, td3_cfg.target_tau))
-            return actor, targets, actor_opt, loss, optax.tree.norm(grads)
+            return actor, targets, actor_opt, loss, global_norm(grads)
 
         def hold(actor, critic, targets, actor_opt, batch):
             # the actor and the targets wait for the next delayed step
@@ -188,7 +187,7 @@ def make_td3(cfg, replay_cfg, td3_cfg, policy: Policy, nets: TD3Nets, *, num_upd
             opt_state = dict(actor=actor_opt, critic=critic_opt)
             # `loss` and `grad_norm`, which every learner reports (the divergence check reads them):
             # the critics' and the actor's together
-            critic_grad_norm = optax.tree.norm(critic_grads)
+            critic_grad_norm = global_norm(critic_grads)
             metrics = {**metrics, "loss": metrics["critic_loss"] + loss_pi,
                        "grad_norm": jnp.sqrt(critic_grad_norm**2 + actor_grad_norm**2), "actor_loss": loss_pi,
                        "critic_grad_norm": critic_grad_norm, "actor_grad_norm": actor_grad_norm,

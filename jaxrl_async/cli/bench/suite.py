@@ -106,14 +106,17 @@ def headline(row: dict) -> tuple[str, float | None, str]:
     return "", None, ""
 
 
+# the ratios a row may carry, printed after it
+RATIOS = ("ratio_to_raw_env", "ratio_to_env_with_resets", "ratio_to_fused", "ratio_to_one_device",
+          "overlap_efficiency", "learner_wait_fraction", "ratio_to_ppo")
+
+
 def table(results: dict, previous: dict | None = None) -> str:
     lines = [f"{'measurement':<44} {'median':>14} {'unit':<16} {'spread (min..max)':<24} {'compile s':>9}"
              + ("  vs old" if previous else "")]
     for key, row in results.items():
         unit, value, spread = headline(row)
-        extra = [f"{name}={row[name]:.2f}" for name in ("ratio_to_raw_env", "ratio_to_env_with_resets", "ratio_to_fused",
-                                                         "ratio_to_one_device", "overlap_efficiency",
-                                                         "learner_wait_fraction", "ratio_to_ppo") if name in row]
+        extra = [f"{name}={row[name]:.2f}" for name in RATIOS if name in row]
         compile_s = f"{row['compile_s']:.2f}" if "compile_s" in row else ""
         line = f"{key:<44} {value if value is not None else float('nan'):>14,.1f} {unit:<16} {spread:<24} {compile_s:>9}"
         if previous is not None:

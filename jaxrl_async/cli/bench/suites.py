@@ -16,7 +16,8 @@ resets of exactly the envs whose episode ended, `autoreset.reset_where`) with ra
 nothing of ours around it; `ratio_to_env_with_resets` is rollout / env. What is left of the
 rollout's time after `env` and `acting` is its records (every step's observation and pre-reset
 observation, `[T, B, ...]`), the carried statistics and GAE. The programs are compiled first and
-then timed in alternation, call by call, so a noisy stretch of the machine falls on all alike. A suite that is not installed is skipped with a note.
+then timed in alternation, call by call, so a noisy stretch of the machine falls on all alike. A
+suite that is not installed is skipped with a note.
 """
 
 from __future__ import annotations

@@ -1,0 +1,57 @@
+"""The learners' optimiser (core/optimizer.py): the global norm against NumPy, the clip against optax's."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from jaxrl_async.core.optimizer import clip_by_global_norm, global_norm, make_optimizer
+
+
+def grads(scale: float) -> dict:
+    """A params-shaped tree: kernels and biases of two layers, and a scalar."""
+    keys = jax.random.split(jax.random.PRNGKey(0), 5)
+    shapes = {"dense_0": {"kernel": (4, 8), "bias": (8,)}, "dense_1": {"kernel": (8, 2), "bias": (2,)}, "log_std": ()}
+    leaves, tree = jax.tree.flatten(shapes, is_leaf=lambda x: isinstance(x, tuple))
+    return jax.tree.unflatten(tree, [scale * jax.random.normal(key, shape) for key, shape in zip(keys, leaves)])
+
+
+def numpy_norm(tree) -> float:
+    return float(np.sqrt(sum(np.sum(np.square(np.asarray(x, np.float64))) for x in jax.tree.leaves(tree))))
+
+
+def test_global_norm_is_the_norm_of_every_leaf_together():
+    tree = grads(1.0)
+    np.testing.assert_allclose(jax.jit(global_norm)(tree), numpy_norm(tree), rtol=1e-6)
+    one = jnp.array([3.0, 4.0])
+    assert float(global_norm(one)) == 5.0  # a single leaf, and a tree with one leaf
+    assert float(global_norm({"only": one})) == 5.0
+
+
+def test_below_the_bound_updates_pass_unchanged():
+    tree = grads(0.01)
+    assert numpy_norm(tree) < 1.0
+    clipped, _ = jax.jit(clip_by_global_norm(1.0).update)(tree, optax.EmptyState())
+    jax.tree.map(np.testing.assert_array_equal, clipped, tree)
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 3.0])
+def test_above_the_bound_updates_are_scaled_to_it_as_optax_scales_them(max_norm):
+    tree = grads(2.0)
+    assert numpy_norm(tree) > max_norm
+    clipped, _ = jax.jit(clip_by_global_norm(max_norm).update)(tree, optax.EmptyState())
+    np.testing.assert_allclose(numpy_norm(clipped), max_norm, rtol=1e-6)
+    ratio = numpy_norm(tree) / max_norm  # one scale for every leaf: the direction is kept
+    jax.tree.map(lambda c, g: np.testing.assert_allclose(c, np.asarray(g) / ratio, rtol=1e-5, atol=1e-7), clipped, tree)
+    reference, _ = optax.clip_by_global_norm(max_norm).update(tree, optax.EmptyState())
+    jax.tree.map(lambda c, r: np.testing.assert_allclose(c, r, rtol=1e-5, atol=1e-7), clipped, reference)
+
+
+def test_make_optimizer_is_the_clip_then_adams_scaling():
+    params, tree = grads(1.0), grads(2.0)
+    ours = make_optimizer(0.5)
+    reference = optax.chain(optax.clip_by_global_norm(0.5), optax.scale_by_adam(eps=1e-5))
+    updates, _ = jax.jit(ours.update)(tree, ours.init(params), params)
+    expected, _ = reference.update(tree, reference.init(params), params)
+    jax.tree.map(lambda u, e: np.testing.assert_allclose(u, e, rtol=1e-5, atol=1e-6), updates, expected)
