@@ -6,10 +6,9 @@ vector was measured slower end to end on the CPU, so it runs leaf by leaf.)
 
 The global norm is one reduction over the leaves laid end to end (`global_norm`), where
 optax's is one reduction per leaf and a sum of them: the same norm to float rounding, in one
-kernel rather than two per leaf, which a learner pays at every gradient step (the PPO
-reference config's fused iteration: 3% less time on the CPU, `python -m benchmarks --only
-update`). The learners report the same norm as their `grad_norm` metric, which XLA then
-computes once.
+kernel rather than two per leaf, which a learner pays at every gradient step (measured in
+docs/benchmarks.md). The learners report the same norm as their `grad_norm` metric, which XLA
+then computes once.
 """
 
 from __future__ import annotations

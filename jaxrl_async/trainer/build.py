@@ -102,10 +102,9 @@ def initial_states(c: Components, hparams: Any = None) -> TrainState:
 
 
 # A program that runs once needs no optimised machine code: XLA:CPU without LLVM's optimisations and
-# with its loop emitters compiles the initial states in half the time or less (`initial_states`
-# of the PPO reference config 0.93 -> 0.43 s, Breakout-MinAtar's 1.55 -> 0.61 s, on the 2-core
-# AMD EPYC), most of it the normal draws of the initialisers. The values are the same draws from
-# the same keys, but may differ from an optimised program's in the last bits.
+# with its loop emitters compiles the initial states in half the time or less, most of it the
+# initialisers' normal draws (docs/benchmarks.md, "Compile less"). The values are the same draws
+# from the same keys, but may differ from an optimised program's in the last bits.
 ONCE_RUN_CPU_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 
