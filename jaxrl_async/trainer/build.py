@@ -103,7 +103,7 @@ def initial_states(c: Components, hparams: Any = None) -> TrainState:
 
 # A program that runs once needs no optimised machine code: XLA:CPU without LLVM's optimisations and
 # with its loop emitters compiles the initial states in half the time or less, most of it the
-# initialisers' normal draws (docs/benchmarks.md, "Compile less"). The values are the same draws
+# initialisers' normal draws (docs/benchmarks.md, "Compile time"). The values are the same draws
 # from the same keys, but may differ from an optimised program's in the last bits.
 ONCE_RUN_CPU_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
