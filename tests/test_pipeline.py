@@ -9,6 +9,7 @@ plain NumPy loop that replays a lag policy is an exact reference.
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import time
 import traceback
@@ -213,13 +214,23 @@ def test_readers_never_see_a_torn_pair_or_a_version_going_backwards():
             observed.append((version, np.asarray(params["w"])))
 
     thread = threading.Thread(target=reader, daemon=True)
+    # The GIL passes between the threads every 5 ms by default; every 10 us they interleave more
+    # finely. On a busy machine the OS still runs each thread in slices of milliseconds (9 versions
+    # seen over the whole loop, a CI run), so every 100 versions the writer also waits until the
+    # reader has seen the newest one: at least 15 versions are seen, whatever the scheduling.
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
     thread.start()
     try:
         for version in range(1, num_versions):
             assert store.publish({"w": jnp.full(WIDTH, version, jnp.int32)}) == version
+            deadline = time.monotonic() + 10
+            while version % 100 == 0 and (not observed or observed[-1][0] < version) and time.monotonic() < deadline:
+                time.sleep(1e-4)
     finally:
         done.set()
         thread.join(10)
+        sys.setswitchinterval(switch_interval)
     assert not thread.is_alive()
     assert len(observed) > 100, "the reader barely ran; the test says nothing"
     assert len({version for version, _ in observed}) > 10, "the reader saw too few versions to say anything"
