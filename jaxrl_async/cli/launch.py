@@ -51,9 +51,9 @@ class LaunchCommand:
     """Seconds every process waits for the coordinator and for the others to join."""
     bind_cores: bool = False
     """Give each process an equal share of the launcher's cores: the processes' XLA runtimes, each
-    sizing its threads to every core, no longer oversubscribe them (2 processes on 2 cores: 0.81x
-    one process with 2 devices, against 0.65-0.71x), but a large matmul, split over fewer threads,
-    may round differently from one process's (docs/distributed.md, "Measured")."""
+    sizing its threads to every core, no longer oversubscribe them, but a large matmul, split over
+    fewer threads, may round differently from one process's (measured: docs/distributed.md,
+    "Measured")."""
 
     def __post_init__(self):
         if self.processes < 1:

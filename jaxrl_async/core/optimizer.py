@@ -22,8 +22,7 @@ import optax
 
 def global_norm(tree: Any) -> jax.Array:
     """sqrt(sum of every leaf's squared entries), the leaves reduced as one vector."""
-    leaves = jax.tree.leaves(tree)
-    flat = jnp.concatenate([jnp.ravel(leaf) for leaf in leaves]) if len(leaves) > 1 else jnp.ravel(leaves[0])
+    flat = jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(tree)])
     return jnp.sqrt(jnp.sum(jnp.square(flat)))
 
 
