@@ -93,6 +93,44 @@ def test_suite_env_vmaps_and_draws_fresh_resets_per_env():
     assert reward.dtype == jnp.float32 and terminated.dtype == jnp.bool_
 
 
+class CountedCountdown(Countdown):
+    """Countdown that counts how often its Python is traced."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.traces = {"reset_env": 0, "step_env": 0}
+
+    def reset_env(self, key, params):
+        self.traces["reset_env"] += 1
+        return super().reset_env(key, params)
+
+    def step_env(self, key, inner, action, params):
+        self.traces["step_env"] += 1
+        return super().step_env(key, inner, action, params)
+
+
+def test_a_program_traces_the_suites_reset_and_step_once_and_gives_the_same_values():
+    # the vmapped step holds the reset twice (the auto-reset's cond for one env, its batched rows)
+    # and the initial states once more: one trace of the suite's Python serves them all
+    env = CountedCountdown(goal=2)
+    keys = jax.random.split(jax.random.PRNGKey(3), 8)
+
+    def reset_and_step(keys):
+        _, state = jax.vmap(env.reset)(keys)
+        return jax.vmap(env.step)(keys, state, jnp.ones(8, jnp.int32))
+
+    traced = jax.jit(reset_and_step).lower(keys)
+    assert env.traces == {"reset_env": 1, "step_env": 1}
+    # inlined, not called: the program is the one the suite's own functions give
+    jaxpr = str(jax.make_jaxpr(reset_and_step)(keys))
+    assert "name=reset_env" not in jaxpr and "name=step_env" not in jaxpr
+    next_obs, state, _, terminated, *_ = traced.compile()(keys)
+    assert bool(terminated.all()) and not bool(state.time.any())  # every env at the goal: a fresh episode
+    reset_keys = jax.vmap(lambda key: jax.random.split(key)[1])(keys)  # the step's reset key
+    fresh = jax.vmap(lambda key: Countdown.reset_env(env, key, env.default_params)[0])(reset_keys)
+    np.testing.assert_array_equal(next_obs, fresh)
+
+
 def test_suite_params_are_static_and_validated():
     assert SuiteParams(7).max_steps_in_episode == 7 and not jax.tree.leaves(SuiteParams(7))
     with pytest.raises(ValueError, match="max_steps_in_episode=-1 must be >= 0"):

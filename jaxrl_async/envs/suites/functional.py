@@ -26,6 +26,7 @@ where `step_env` never resets, `terminated` is the task's end (no bootstrap past
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -85,15 +86,29 @@ class SuiteEnv:
     def observation_space(self, params: Any = None) -> Any:
         raise NotImplementedError
 
+    # The suite's own reset and step, each traced once per env and context, then reused from
+    # JAX's cache (jit keeps a function's jaxpr per argument types): the loop's auto-reset holds
+    # the reset twice (a lax.cond for one env, the batched rows) and the initial states and the
+    # evaluation hold it again, where tracing a physics engine's reset takes seconds. `inline`
+    # puts the jaxpr in place of the call, so the programs are the ones tracing the suite's Python
+    # each time gave (the same params to the bit), and compile as fast.
+    @functools.cached_property
+    def _reset_env(self):
+        return jax.jit(self.reset_env, inline=True)
+
+    @functools.cached_property
+    def _step_env(self):
+        return jax.jit(self.step_env, inline=True)
+
     def reset(self, key: jax.Array, params: SuiteParams | None = None) -> tuple[Any, SuiteState]:
-        obs, inner = self.reset_env(key, self._params if params is None else params)
+        obs, inner = self._reset_env(key, self._params if params is None else params)
         first = (obs, inner) if self.auto_reset == "cached" else None
         return obs, SuiteState(inner, jnp.zeros((), jnp.int32), first)
 
     def step(self, key: jax.Array, state: SuiteState, action: Any, params: SuiteParams | None = None) -> tuple:
         params = self._params if params is None else params
         key_step, key_reset = jax.random.split(key)
-        obs, inner, reward, terminated, truncated = self.step_env(key_step, state.inner, action, params)
+        obs, inner, reward, terminated, truncated = self._step_env(key_step, state.inner, action, params)
         time = state.time + 1
         terminated = jnp.asarray(terminated).astype(jnp.bool_)
         truncated = jnp.asarray(truncated).astype(jnp.bool_)
@@ -105,7 +120,7 @@ class SuiteEnv:
             next_obs, next_inner = select_tree(done, state.first, (obs, inner))
         else:
             next_obs, next_inner = reset_where(done, key_reset, (obs, inner),
-                                               lambda key: self.reset_env(key, params))
+                                               lambda key: self._reset_env(key, params))
         state = SuiteState(next_inner, jnp.where(done, 0, time).astype(jnp.int32), state.first)
         info = {"terminated": terminated, "truncated": truncated, "final_observation": obs}
         return next_obs, state, jnp.asarray(reward, jnp.float32), terminated, truncated, info
