@@ -2,6 +2,9 @@
 `--env-kwargs`, and `SuiteEnv`'s protocol (time limit, termination over truncation, auto-reset,
 final observation) on a hand-written env whose every step is known."""
 
+import sys
+import types
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -129,6 +132,25 @@ def test_a_program_traces_the_suites_reset_and_step_once_and_gives_the_same_valu
     reset_keys = jax.vmap(lambda key: jax.random.split(key)[1])(keys)  # the step's reset key
     fresh = jax.vmap(lambda key: Countdown.reset_env(env, key, env.default_params)[0])(reset_keys)
     np.testing.assert_array_equal(next_obs, fresh)
+
+
+def test_a_suite_env_is_built_once_per_id_and_kwargs_and_its_traces_serve_every_run(monkeypatch):
+    built = []
+    adapter = types.ModuleType("countdown_adapter")
+    adapter.env_ids = lambda: ["Countdown-v0"]
+    adapter.make = lambda inner, **kwargs: built.append(kwargs) or CountedCountdown(**kwargs)
+    monkeypatch.setitem(sys.modules, "countdown_adapter", adapter)
+    monkeypatch.setitem(suites.SUITES, "countdown", suites.Suite("countdown", "countdown_adapter", "numpy", "countdown"))
+
+    env = suites.make_suite_env("countdown:Countdown-v0", goal=3)
+    assert suites.make_suite_env("countdown:Countdown-v0", goal=3) is env
+    assert suites.make_suite_env("countdown:Countdown-v0", goal=4) is not env
+    assert built == [{"goal": 3}, {"goal": 4}]
+    # two runs' programs (a jitted function each, as two train() calls make): one trace of the reset
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    for _ in range(2):
+        jax.jit(lambda keys: jax.vmap(suites.make_suite_env("countdown:Countdown-v0", goal=3).reset)(keys)).lower(keys)
+    assert env.traces["reset_env"] == 1
 
 
 def test_suite_params_are_static_and_validated():

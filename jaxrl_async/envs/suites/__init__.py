@@ -15,10 +15,12 @@ fails at once with the pip command that installs it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import difflib
 import importlib
 import importlib.util
+import threading
 from typing import Any
 
 
@@ -83,8 +85,46 @@ def suite_env_ids(name: str) -> list[str]:
     return sorted(f"{suite.name}:{inner}" for inner in adapter(suite).env_ids())
 
 
+# The adapted envs built so far in this process, the latest last. An adapted env is a pure function
+# of its id and kwargs (its methods are JAX functions of their arguments), so one object serves every
+# run that asks for the same env: a second run (a resume, a seed, a sweep) skips the construction (a
+# MuJoCo model's upload, say) and reuses the traces of the suite's reset and step that JAX keeps per
+# function (`SuiteEnv`): seconds a run for a physics engine.
+_KEPT_ENVS = 8
+_built_envs: collections.OrderedDict = collections.OrderedDict()
+_built_envs_lock = threading.Lock()
+
+
+def _plain(value: Any) -> bool:
+    """Whether `value` is made of what `--env-kwargs` gives (JSON values, tuples): its repr is its identity."""
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
 def make_suite_env(env_id: str, **env_kwargs: Any) -> Any:
-    """The adapted env for `SUITE:ID` (unwrapped: `make_env` adds the wrappers)."""
+    """The adapted env for `SUITE:ID` (unwrapped: `make_env` adds the wrappers); the same object
+    for the same id and kwargs, where the kwargs are plain values."""
+    if not _plain(env_kwargs):
+        return _make_suite_env(env_id, env_kwargs)
+    key = (str(env_id), repr(sorted(env_kwargs.items())))
+    with _built_envs_lock:
+        env = _built_envs.get(key)
+        if env is not None:
+            _built_envs.move_to_end(key)
+            return env
+    env = _make_suite_env(env_id, env_kwargs)
+    with _built_envs_lock:
+        env = _built_envs.setdefault(key, env)  # a thread that built it meanwhile: its env
+        _built_envs.move_to_end(key)
+        while len(_built_envs) > _KEPT_ENVS:
+            _built_envs.popitem(last=False)
+    return env
+
+
+def _make_suite_env(env_id: str, env_kwargs: dict[str, Any]) -> Any:
     suite, inner = split_suite_id(env_id)
     module = adapter(suite)
     known = module.env_ids()
