@@ -53,9 +53,18 @@ class Collector(Protocol):
     def collect(self, params, state: RolloutState) -> tuple[RolloutState, Trajectory]: ...
 
     def make_actor(self, placement, state, *, device, num_seeds: int, seed: int, start: int,
-                   num_actors: int) -> Actor: ...
+                   num_actors: int, program: "ProgramHook" = None) -> Actor: ...
 
     def evaluator(self, num_episodes: int, unroll: int = 1): ...
+
+
+# `program(name, make) -> make()'s jitted function`, kept by the caller for its next run of the same
+# pieces (`trainer.build.Components.program`); None: made anew
+ProgramHook = Callable[[Any, Callable[[], Callable]], Callable] | None
+
+
+def keep_program(program: ProgramHook, name: Any, make: Callable[[], Callable]) -> Callable:
+    return make() if program is None else program(name, make)
 
 
 # the per-step timings every actor reports (0 where a part does not apply)
@@ -113,5 +122,15 @@ def warm_up(compiled: Callable, *args) -> Any:
     XLA:CPU does one-time work at a program's first execution, many times an iteration's cost.
     Callers time this with the compilation, so `compile_s` holds all of it and the first
     host-sync window's steps/s is steady state like the others.
+
+    The copies are device-to-device copies with each array's placement (`may_alias=False`), not
+    `x.copy()`, whose jitted copy is a program of its own to compile for every leaf shape; an array
+    over several processes, which `device_put` does not copy, takes `x.copy()`.
     """
-    return jax.block_until_ready(compiled(*jax.tree.map(lambda x: x.copy(), args)))
+    return jax.block_until_ready(compiled(*jax.tree.map(_copy, args)))
+
+
+def _copy(x):
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        return x.copy()
+    return jax.device_put(x, may_alias=False)
