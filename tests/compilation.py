@@ -64,11 +64,24 @@ def compiled(fast: bool):
     """Compile FAST or OPTIMIZED inside the block (no change where `install` found no flags)."""
     previous = _settings[0]
     if previous is not None:
-        _settings[0] = FAST if fast else OPTIMIZED
+        _switch(FAST if fast else OPTIMIZED)
     try:
         yield
     finally:
-        _settings[0] = previous
+        _switch(previous)
+
+
+def _switch(settings) -> None:
+    """Take `settings` for the compilations to come. JAX keeps a jitted function's executable in
+    memory whatever options it was compiled with (they are ours, not the function's), and `build`
+    keeps a config's jitted programs for its next run (build.py): where the settings change, the
+    kept builds go, so that a run under the new settings compiles its own programs (or loads them
+    from the persistent cache, whose key holds the settings)."""
+    if _settings[0] is not settings:
+        from jaxrl_async.trainer.build import forget_builds  # here: importing the package starts no backend
+
+        forget_builds()
+        _settings[0] = settings
 
 
 def optimized():

@@ -15,7 +15,7 @@ from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.trainer.asynchronous.loop import train_async
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.trainer.build import build, initial_states
-from jaxrl_async.trainer.run import Run
+from jaxrl_async.trainer.run import Run, evaluation_program
 from jaxrl_async.trainer.schedule import chunk_plan
 from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.trainer.training import train
@@ -188,7 +188,7 @@ def _fail_at_update_3(update_count):
 
 
 def _open_run(cfg, c, **kwargs) -> Run:
-    return Run.create(cfg, c.evaluate, Placement(cfg.devices, cfg.num_seeds, cfg.num_envs), console=False, **kwargs)
+    return Run.create(cfg, evaluation_program(c), Placement(cfg.devices, cfg.num_seeds, cfg.num_envs), console=False, **kwargs)
 
 
 def test_learner_exception_propagates_and_stops_the_actor(tmp_path):

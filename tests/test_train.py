@@ -17,7 +17,7 @@ from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.algorithms import sweep_hparams
 from jaxrl_async.rollout.collector import over_seeds, warm_up
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.trainer.build import build, init_state, run_iterations
+from jaxrl_async.trainer.build import build, forget_builds, init_state, run_iterations
 from jaxrl_async.trainer.run import check_finite
 from jaxrl_async.trainer.schedule import chunk_plan
 from jaxrl_async.trainer.training import train
@@ -280,3 +280,49 @@ def test_warm_up_runs_the_program_on_copies_and_leaves_donated_arguments_intact(
     # the real call still donates as compiled
     np.testing.assert_array_equal(np.asarray(compiled(x)), [0.0, 2.0, 4.0, 6.0])
     assert x.is_deleted() and len(calls) == 1
+
+
+# -- a config's programs, built once per process (build.py) --------------------------------------
+
+COMPILE_PHASES = tuple(f"{prefix}_{phase}_s" for prefix in ("compile", "eval_compile") for phase in ("trace", "lower", "xla"))
+
+
+@pytest.mark.parametrize("mode", ["fused", "async"])
+def test_a_second_run_of_a_config_reuses_its_programs_and_trains_as_a_fresh_build(tiny_config, mode):
+    """Another seed and run directory, the same programs: the second run traces, lowers and compiles
+    nothing, and trains what a run of that seed from a fresh build trains (the seed is no constant
+    of the kept programs)."""
+    forget_builds()
+    cfg = tiny_config(mode=mode, total_timesteps=4 * 8 * 3)
+    first = train(cfg, console=False).summary
+    second = train(dataclasses.replace(cfg, seed=1, run_dir=tiny_config().run_dir), console=False).summary
+    assert first["compile_xla_s"] > 0 and first["compile_trace_s"] > 0
+    assert {key: second[key] for key in COMPILE_PHASES} == dict.fromkeys(COMPILE_PHASES, 0.0)
+    forget_builds()
+    fresh = train(dataclasses.replace(cfg, seed=1, run_dir=tiny_config().run_dir), console=False).summary
+    assert fresh["compile_trace_s"] > 0
+    assert second["params_digest"] == fresh["params_digest"] != first["params_digest"]
+    assert second["final_eval_return"] == fresh["final_eval_return"]
+
+
+def test_kept_programs_serve_only_the_pieces_they_were_made_from(tiny_config):
+    cfg = tiny_config(total_timesteps=4 * 8 * 5)
+    c = build(cfg)
+    made = []
+
+    def make():
+        made.append(None)
+        number = len(made)
+        return lambda: number
+
+    assert build(dataclasses.replace(cfg, seed=3, run_dir=None)).program("p", make) is c.program("p", make)
+    assert len(made) == 1
+    # a piece replaced, or a config the programs see changed: made anew, and the kept one stays
+    replaced = c._replace(algo=c.algo._replace(update=lambda learner, trajectory: (learner, {})))
+    other_config = c._replace(cfg=dataclasses.replace(cfg, num_seeds=2))
+    assert replaced.program("p", make) is not c.program("p", make)
+    assert other_config.program("p", make) is not c.program("p", make)
+    assert len(made) == 3 and c.program("p", make)() == 1
+    # a host env's envs are live simulators: every build makes its own
+    host = TrainConfig(env="gymnasium:CartPole-v1", mode="async", num_envs=2, num_steps=4)
+    assert build(host).env is not build(host).env

@@ -31,7 +31,7 @@ from jaxrl_async.envs.wrappers import max_truncations as env_truncation_bound
 from jaxrl_async.core.exploration import check_correlation, initial_noise, next_noise
 from jaxrl_async.nets.actor_critic import Policy, reset_carry
 from jaxrl_async.envs.spaces import as_observation, map_shapes
-from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, finish, over_seeds, warm_up
+from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, ProgramHook, finish, keep_program, over_seeds, warm_up
 from jaxrl_async.rollout.evaluate import DeviceEvaluator, make_evaluator
 from jaxrl_async.types import RolloutState, Trajectory
 
@@ -144,9 +144,9 @@ class DeviceRollout(NamedTuple):
     make_evaluator: Callable[..., Callable]  # (num_episodes=, unroll=) -> evaluate
 
     def make_actor(self, placement, state, *, device, num_seeds: int, seed: int, start: int,
-                   num_actors: int) -> "DeviceActor":
+                   num_actors: int, program: ProgramHook = None) -> "DeviceActor":
         """The async mode's actor (the env seeds, their stream and the actor count are host envs')."""
-        return DeviceActor(self, placement, state, device, num_seeds)
+        return DeviceActor(self, placement, state, device, num_seeds, program)
 
     def evaluator(self, num_episodes: int, unroll: int = 1) -> DeviceEvaluator:
         return DeviceEvaluator(self.make_evaluator(num_episodes=num_episodes, unroll=unroll))
@@ -158,8 +158,10 @@ class DeviceActor:
     params are copied there once per version and each trajectory reaches the learner's device as
     one transfer."""
 
-    def __init__(self, collector: DeviceRollout, placement, state, device: Any | None, num_seeds: int):
+    def __init__(self, collector: DeviceRollout, placement, state, device: Any | None, num_seeds: int,
+                 program: ProgramHook = None):
         shardings = placement.shardings(state)
+        rollout_leaves, rollout_structure = jax.tree.flatten(shardings.rollout)
         self._learner_rollout_sharding = shardings.rollout
         self._device = device
         self._source = self._params = None
@@ -173,7 +175,8 @@ class DeviceActor:
         params, rollout = state.learner.params, state.rollout
         self.unpack = lambda trajectory: trajectory  # noqa: E731 -- applied by the learner, inside its jit
         if device is None:
-            collect = jax.jit(collect_fn)
+            collect = keep_program(program, ("collect", num_seeds, tuple(rollout_leaves), rollout_structure),
+                                   lambda: jax.jit(collect_fn))
             self._collect = collect.lower(params, rollout).compile()
             # the learner is compiled for the trajectory exactly as collect lays it out (its shapes
             # from the trace just made: JAX caches a jitted function's trace)
@@ -194,9 +197,10 @@ class DeviceActor:
                 return rollout_state, ravel_pytree(trajectory)[0]
 
             replicated = jax.sharding.NamedSharding(placement.mesh, jax.sharding.PartitionSpec())
-            self._pack_params = jax.jit(lambda p: ravel_pytree(p)[0], out_shardings=replicated)
+            self._pack_params = keep_program(program, ("pack_params", replicated), lambda: jax.jit(
+                lambda p: ravel_pytree(p)[0], out_shardings=replicated))
             flat_params, rollout = jax.device_put((self._pack_params(params), rollout), device)
-            collect = jax.jit(collect_packed)
+            collect = keep_program(program, ("collect_packed", num_seeds, device), lambda: jax.jit(collect_packed))
             self._collect = collect.lower(flat_params, rollout).compile()
             _, packed = jax.eval_shape(collect, flat_params, rollout)
             self._out_shardings = replicated

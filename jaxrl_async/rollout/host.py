@@ -184,8 +184,9 @@ class HostRollout:
         return HostActor(self, envs, seeds, device, out_sharding)
 
     def make_actor(self, placement, state, *, device, num_seeds: int, seed: int, start: int,
-                   num_actors: int) -> "HostActors":
-        """The async mode's actor: `num_actors` threads over this rollout's envs (one seed)."""
+                   num_actors: int, program=None) -> "HostActors":
+        """The async mode's actor: `num_actors` threads over this rollout's envs (one seed). Its
+        programs are this rollout's own (`program` unused): a host rollout is built for one run."""
         return HostActors(self, placement, state, device, seed=seed, start=start, num_actors=num_actors)
 
     def evaluator(self, num_episodes: int, unroll: int = 1) -> "HostEvaluator":

@@ -5,13 +5,23 @@
 
 The seed axis `S` is always the leading axis of the state the host holds, also
 for one seed (`rollout.collector.over_seeds`).
+
+A process builds a config's pieces once: `build` keeps the last few device-env builds, by every
+config field but the run directory and the seed (the seed reaches the programs only through keys,
+which are arguments). The jitted programs made from them are kept with them (`Components.program`),
+so a second run of the same config in the process — a resume, another seed, another run
+directory — reuses their traces and executables: JAX caches a jitted function's trace and
+executable per function object, and the pieces are the same objects. `forget_builds()` drops
+them (a benchmark that times cold compiles, a caller that changed XLA's options in between).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
-from typing import Any, NamedTuple
+import threading
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +39,15 @@ from jaxrl_async.trainer import metrics as metrics_lib
 from jaxrl_async.types import Algorithm, TrainState
 
 
+class Programs:
+    """The jitted programs made from one build's pieces, by name, and what they were made from."""
+
+    def __init__(self, program_config: TrainConfig, pieces: tuple):
+        self.program_config = program_config  # `program_config(cfg)` of the build
+        self.pieces = pieces  # `Components.pieces()` of the build
+        self.made: dict = {}
+
+
 class Components(NamedTuple):
     """The pure functions a run is made of."""
 
@@ -40,11 +59,69 @@ class Components(NamedTuple):
     algo: Algorithm
     evaluate: Any  # the collector's evaluator (`rollout.evaluate`)
     speed: SpeedSettings  # the resolved speed settings
+    programs: Programs  # the jitted programs made from these pieces (`program`)
+
+    def pieces(self) -> tuple:
+        return self.env, self.env_params, self.policy, self.rollout, self.algo, self.evaluate, self.speed
+
+    def program(self, name: Any, make: Callable[[], Callable]) -> Callable:
+        """The program `make()` gives, made once for these pieces: a second run of the same config
+        in this process gets the same jitted function, hence its trace and executable.
+
+        Made anew at each call where a piece or the config was replaced since the build
+        (`c._replace(algo=...)`: the kept programs are the old pieces'), or where `name` does not
+        hash."""
+        kept = self.programs
+        if program_config(self.cfg) != kept.program_config or any(
+                mine is not theirs for mine, theirs in zip(self.pieces(), kept.pieces)):
+            return make()
+        try:
+            made = kept.made.get(name)
+        except TypeError:
+            return make()
+        return made if made is not None else kept.made.setdefault(name, make())
+
+
+def program_config(cfg: TrainConfig) -> TrainConfig:
+    """What of the config the programs see: all but the run directory, and the seed (which reaches
+    them only through the keys, arguments of the programs)."""
+    return dataclasses.replace(cfg, run_dir=None, seed=0)
+
+
+_BUILDS_KEPT = 4  # a few configs' pieces: a resumed run or a test's twin run follows its first closely
+_builds: collections.OrderedDict = collections.OrderedDict()  # (program config, backend) -> Components
+_builds_lock = threading.Lock()
 
 
 def build(cfg: TrainConfig, backend: str | None = None) -> Components:
     """The run's pieces; the speed settings left at 'auto' take `backend`'s defaults
-    (default: `jax.default_backend()`, where the programs will run)."""
+    (default: `jax.default_backend()`, where the programs will run). A device env's pieces are
+    those of the last build of the same `program_config`, where one is kept; a host env's are new
+    each time (its envs are live simulators, one set per run)."""
+    backend = backend or jax.default_backend()
+    if host_env_kind(cfg.env):
+        return _build(cfg, backend)
+    key = (program_config(cfg), backend)
+    try:
+        hash(key)
+    except TypeError:  # a field holding a list or a dict, say: built anew
+        return _build(cfg, backend)
+    with _builds_lock:
+        built = _builds.pop(key, None) or _build(cfg, backend)
+        _builds[key] = built  # the most recent last
+        while len(_builds) > _BUILDS_KEPT:
+            _builds.popitem(last=False)
+    return built._replace(cfg=cfg)
+
+
+def forget_builds() -> None:
+    """Drop the kept builds and their programs: the next run of any config traces and compiles
+    anew (from the persistent compilation cache, where it is on)."""
+    with _builds_lock:
+        _builds.clear()
+
+
+def _build(cfg: TrainConfig, backend: str) -> Components:
     speed = resolve_speed(cfg, backend)
     if host_env_kind(cfg.env):  # stepped on the host (`envs/host/`): no env params
         env, env_params = make_host_env(cfg.env, **parse_env_kwargs(cfg.env_kwargs)), None
@@ -64,7 +141,8 @@ def build(cfg: TrainConfig, backend: str | None = None) -> Components:
         rollout = make_rollout(env, env_params, policy, unroll=speed.scan_unroll, **shared)
     algo = learner.make(cfg, policy, nets, speed.update_unroll)
     evaluate = rollout.evaluator(cfg.eval_episodes, unroll=speed.eval_unroll)
-    return Components(cfg, env, env_params, policy, rollout, algo, evaluate, speed)
+    pieces = (env, env_params, policy, rollout, algo, evaluate, speed)
+    return Components(cfg, *pieces, programs=Programs(program_config(cfg), pieces))
 
 
 def init_state(c: Components, key: jax.Array, hparams: Any = None) -> TrainState:
@@ -96,7 +174,8 @@ def initial_states(c: Components, hparams: Any = None) -> TrainState:
     if hparams is not None:
         check_sweep(c, hparams)
     # hparams=None is an empty pytree: every seed then takes the config's values
-    init = jax.jit(lambda keys, hparams: jax.lax.map(lambda args: init_state(c, *args), (keys, hparams)))
+    init = c.program("initial_states", lambda: jax.jit(
+        lambda keys, hparams: jax.lax.map(lambda args: init_state(c, *args), (keys, hparams))))
     keys = seed_keys(c.cfg.seed, c.cfg.num_seeds)
     return compile_once_run(init.lower(keys, hparams))(keys, hparams)
 

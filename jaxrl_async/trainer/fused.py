@@ -25,7 +25,13 @@ from jaxrl_async.types import TrainState
 
 def fused_program(c: Components, shardings: Any = None):
     """The jitted `state, n -> (state, metric sums, diagnostics)` for any iteration count n, the
-    state donated; with `shardings` the state keeps that placement from call to call."""
+    state donated; with `shardings` the state keeps that placement from call to call. Made once
+    per placement for the same pieces (`Components.program`)."""
+    leaves, structure = jax.tree.flatten(shardings)
+    return c.program(("fused", tuple(leaves), structure), lambda: _fused_program(c, shardings))
+
+
+def _fused_program(c: Components, shardings: Any):
     def run_chunk(state, num_iterations):
         state, sums, diagnostics = over_seeds(lambda s: run_iterations(c, s, num_iterations),
                                               c.cfg.num_seeds)(state)

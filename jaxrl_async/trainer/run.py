@@ -2,7 +2,7 @@
 host sync — the finite check, the metrics line and its sinks, evaluation and the best
 checkpoint, the schedule's checkpoints, and the stop request (Ctrl-C or a stop point).
 
-    with Run.create(cfg, c.evaluate, placement, console=True) as run:
+    with Run.create(cfg, evaluation_program(c), placement, console=True) as run:
         for point in run.schedule.remaining(run.start_update):
             state, window = ...                     # the loop's own work up to `point`
             if run.sync(window, state):             # True: stop here (a checkpoint is written)
@@ -129,7 +129,7 @@ class Run:
     closed at exit). Its state changes only inside `sync`.
     """
 
-    def __init__(self, cfg: TrainConfig, evaluate, placement: Placement, *,
+    def __init__(self, cfg: TrainConfig, evaluation, placement: Placement, *,
                  run_dir: str, sinks: list, start_update: int = 0, best_eval_return: float | None = None,
                  last_checkpoint: str | None = None, stop_after: int | None = None,
                  wall_start: float | None = None, learner_host: HostHooks = HostHooks(),
@@ -157,12 +157,11 @@ class Run:
         self._eval_compiling: tuple[threading.Thread, list] | None = None  # (thread, its error) meanwhile
         self.eval_compile_phases: CompilePhases | None = None
         self._loop_phases = loop_phases
-        # jitted where the evaluator is a JAX function; plain Python where it steps host envs
-        self._evaluate = evaluate.stage(functools.partial(_evaluate_at, evaluate, cfg.seed, cfg.num_seeds),
-                                        static_argnames="greedy")
+        self._evaluate = evaluation
+        self._seed_keys = np.asarray(seed_keys(cfg.seed, cfg.num_seeds))  # host data: any process passes it
 
     @classmethod
-    def create(cls, cfg: TrainConfig, evaluate, placement: Placement, *,
+    def create(cls, cfg: TrainConfig, evaluation, placement: Placement, *,
                console: bool = True, resume: dict | None = None, stop_after: int | None = None,
                wall_start: float | None = None, extra_sinks: tuple = (),
                learner_host: HostHooks = HostHooks(), loop_phases: CompilePhases | None = None) -> "Run":
@@ -170,7 +169,7 @@ class Run:
         the sinks (console, metrics.jsonl, TensorBoard, and any `extra_sinks`).
 
         Args:
-          evaluate: the collector's evaluator (`rollout.evaluate`).
+          evaluation: the run's evaluation program (`evaluation_program`).
           resume: the checkpoint a resumed run continues from (`checkpoint.load` plus its `path`).
           stop_after: stop (with a checkpoint) at the first sync at or after this many updates.
           learner_host: the learner's `HostHooks` (what its checkpoints keep, its own rates).
@@ -179,7 +178,7 @@ class Run:
         start_update = int((resume or {}).get("counters", {}).get("updates", 0))
         if not distributed.is_writer():  # another process than 0: it writes nothing
             # its run_dir only names process 0's checkpoints (a default one is process 0's to pick)
-            return cls(cfg, evaluate, placement, run_dir=cfg.run_dir or "", sinks=[], start_update=start_update,
+            return cls(cfg, evaluation, placement, run_dir=cfg.run_dir or "", sinks=[], start_update=start_update,
                        best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
                        last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start,
                        learner_host=learner_host, loop_phases=loop_phases)
@@ -190,7 +189,7 @@ class Run:
         run_dir_lib.write_json(os.path.join(run_dir, run_dir_lib.CONFIG_FILE), cfg.to_dict())
         sinks = sinks_lib.open_sinks(run_dir, cfg.env_steps, console, start_steps=start_update * cfg.batch_size,
                                        tensorboard=cfg.tensorboard) + list(extra_sinks)
-        return cls(cfg, evaluate, placement, run_dir=run_dir, sinks=sinks, start_update=start_update,
+        return cls(cfg, evaluation, placement, run_dir=run_dir, sinks=sinks, start_update=start_update,
                    best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
                    last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start,
                    learner_host=learner_host, loop_phases=loop_phases)
@@ -264,7 +263,7 @@ class Run:
         return self._evaluation(state, updates, greedy)
 
     def _evaluation(self, state: TrainState, updates: int, greedy: bool) -> EvalResult:
-        return distributed.fetch(self._evaluate(state.learner.params, state.rollout.obs_stats,
+        return distributed.fetch(self._evaluate(state.learner.params, state.rollout.obs_stats, self._seed_keys,
                                                 jnp.uint32(updates), greedy=greedy))
 
     def compile_evaluation(self, state: TrainState) -> None:
@@ -392,12 +391,21 @@ def restore_training_state(template: TrainState, saved: dict, path: str,
     return learner_host.restore(template, saved, lambda target, state_dict: ckpt.restore_state(target, state_dict, path))
 
 
-def _evaluate_at(evaluate: Callable[..., EvalResult], seed: int, num_seeds: int, params, obs_stats,
+def evaluation_program(c) -> Callable[..., EvalResult]:
+    """`(params, obs_stats, seed keys, updates, greedy=) -> EvalResult`: every seed's evaluation
+    after `updates` updates, staged by the collector's evaluator (jitted, or plain Python where it
+    steps host envs) once for the run's pieces (`build.Components.program`). The seed keys are an
+    argument, so that runs that differ only in their seed share the program."""
+    evaluate, num_seeds = c.evaluate, c.cfg.num_seeds
+    return c.program(("evaluation", num_seeds), lambda: evaluate.stage(
+        functools.partial(_evaluate_at, evaluate, num_seeds), static_argnames="greedy"))
+
+
+def _evaluate_at(evaluate: Callable[..., EvalResult], num_seeds: int, params, obs_stats, keys_of_seeds: jax.Array,
                  updates: jax.Array, greedy: bool) -> EvalResult:
-    """Every seed's evaluation after `updates` updates, keys included, as one program: deriving the
-    keys outside it ran a few eager ops, each dispatched on its own, at every evaluation."""
-    keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, EVAL_STREAM), updates))(
-        seed_keys(seed, num_seeds))
+    """The evaluation keys derived inside the program: deriving them outside it ran a few eager
+    ops, each dispatched on its own, at every evaluation."""
+    keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, EVAL_STREAM), updates))(keys_of_seeds)
     return over_seeds(lambda p, s, k: evaluate(p, s, k, greedy=greedy), num_seeds)(params, obs_stats, keys)
 
 

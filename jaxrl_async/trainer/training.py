@@ -27,7 +27,7 @@ from jaxrl_async.config import TrainConfig
 from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.trainer.compile_phases import CompilePhases
 from jaxrl_async.trainer.fused import train_fused
-from jaxrl_async.trainer.run import Run, TrainingDiverged, restore_training_state
+from jaxrl_async.trainer.run import Run, TrainingDiverged, evaluation_program, restore_training_state
 from jaxrl_async.trainer.runtime import collector_paused
 from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.types import TrainState
@@ -105,7 +105,7 @@ def _train(cfg: TrainConfig, console: bool, hparams: Any, resume: bool, stop_aft
     state = placement.place(state)
     if console and placement.num_devices > 1:
         print(f"placement: {placement.describe()}", flush=True)
-    with Run.create(cfg, c.evaluate, placement, console=console, resume=saved, stop_after=stop_after_updates,
+    with Run.create(cfg, evaluation_program(c), placement, console=console, resume=saved, stop_after=stop_after_updates,
                     wall_start=wall_start, learner_host=c.algo.host, loop_phases=loop_phases) as run:
         run.start_compiling_evaluation(state)  # beside the loop's compilation, which waits for it
         if cfg.mode == "fused":
@@ -186,7 +186,7 @@ def make_summary(cfg: TrainConfig, state: TrainState, eval_result: EvalResult, *
         returns = stochastic_eval.summary_per_seed("eval")["eval_return_mean"]
         stochastic = {"final_eval_return_stochastic": np.asarray(returns).tolist(),
                       "final_eval_return_stochastic_mean": float(np.nanmean(returns))}
-    params = state.learner.params
+    params = jax.device_get(state.learner.params)  # sliced on the host: no program per leaf shape
     digests = [run_dir_lib.params_digest(jax.tree.map(lambda x: x[i], params)) for i in range(cfg.num_seeds)]
     return {
         "env_id": cfg.env,

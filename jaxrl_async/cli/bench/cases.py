@@ -23,7 +23,7 @@ from jaxrl_async.cli.bench.measure import Timing, time_jitted
 from jaxrl_async.cli.bench.processes import processes
 from jaxrl_async.cli.bench.suites import suites
 from jaxrl_async.cli.bench.step_costs import bootstrap_cost, gradient_step_cost, host_step_cost, host_sync_cost
-from jaxrl_async.trainer.build import build, init_state, initial_states
+from jaxrl_async.trainer.build import build, forget_builds, init_state, initial_states
 from jaxrl_async.config import LearnerConfig, TrainConfig
 from jaxrl_async.trainer.fused import fused_program
 from jaxrl_async.trainer.sinks import METRICS_FILE
@@ -153,6 +153,7 @@ def _timed_run(cfg: TrainConfig, tmp: str, **changes) -> tuple[dict, list[float]
     cfg = dataclasses.replace(cfg, total_timesteps=half, iterations_per_call=per_call, eval_interval=0,
                               checkpoint_interval=0, run_dir=os.path.join(tmp, str(len(os.listdir(tmp)))),
                               **changes)
+    forget_builds()  # each round compiles anew: its compile_s is a cold compile's, as the first round's
     summary = train(cfg, console=False).summary
     with open(os.path.join(cfg.run_dir, METRICS_FILE), encoding="utf-8") as f:
         windows = [json.loads(line)["steps_per_second"] for line in f]
@@ -288,6 +289,7 @@ def eval_cost(quick: bool, repeats: int) -> dict:
     summaries = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(_rounds(quick, repeats)):
+            forget_builds()  # every round's compile_s a cold compile's
             summaries.append(train(dataclasses.replace(cfg, run_dir=os.path.join(tmp, str(i))), console=False).summary)
     row = {field: float(np.median([s[field] for s in summaries])) for field in EVAL_COST_FIELDS}
     pcts = [100 * s["eval_checkpoint_s"] / s["train_s"] for s in summaries]

@@ -21,6 +21,7 @@ import jax
 
 from jaxrl_async.cli.bench.cases import CASES
 from jaxrl_async.cli.flags import parse
+from jaxrl_async.trainer.build import forget_builds
 from jaxrl_async.trainer.runtime import configure_compilation_cache
 from jaxrl_async.trainer.metrics import to_jsonable
 
@@ -132,6 +133,7 @@ def run(cfg: BenchConfig) -> dict:
     started = time.perf_counter()
     for name in names:
         print(f"running {name} ...", file=sys.stderr, flush=True)
+        forget_builds()  # no case finds another's programs compiled: every compile_s is its own
         if name == "rollout":
             results.update(CASES[name](cfg.quick, cfg.repeats, env_results=results))
         else:

@@ -55,6 +55,10 @@ def compile_learner(c: Components, placement: Placement, state: TrainState, traj
     over into the `Trajectory` (an actor on another device packs it into one array)."""
     num_seeds = c.cfg.num_seeds
     shardings = placement.shardings(state)
+    # made once per placement and hand-over (the trajectory as the actor lays it out: `unpack`
+    # follows from it) for these pieces (`Components.program`)
+    leaves, structure = jax.tree.flatten((shardings.learner, trajectory))
+    name = (num_seeds, tuple((x.shape, x.dtype, x.sharding) if hasattr(x, "shape") else x for x in leaves), structure)
 
     def learn_fn(learner, trajectory):
         if unpack is not None:
@@ -71,7 +75,7 @@ def compile_learner(c: Components, placement: Placement, state: TrainState, traj
     example = jax.tree.map(lambda x: jax.device_put(np.zeros(x.shape, x.dtype), x.sharding), trajectory)
     if c.algo.host.donated is None:
         # nothing is donated: the learner's params are published, and no output could reuse the trajectory
-        learn = jax.jit(learn_fn).lower(state.learner, trajectory).compile()
+        learn = c.program(("learn", *name), lambda: jax.jit(learn_fn)).lower(state.learner, trajectory).compile()
         warm_up(learn, state.learner, example)
         return learn
 
@@ -79,8 +83,9 @@ def compile_learner(c: Components, placement: Placement, state: TrainState, traj
     # part alone is donated; the rest of the learner state holds the published params and is not
     split, join = c.algo.host.donated
     rest, donated = split(state.learner)
-    learn_donated = jax.jit(lambda rest, donated, trajectory: learn_fn(join(rest, donated), trajectory),
-                            donate_argnums=1).lower(rest, donated, trajectory).compile()
+    learn_donated = c.program(("learn_donated", *name), lambda: jax.jit(
+        lambda rest, donated, trajectory: learn_fn(join(rest, donated), trajectory),
+        donate_argnums=1)).lower(rest, donated, trajectory).compile()
     warm_up(learn_donated, rest, donated, example)
     return lambda learner, trajectory: learn_donated(*split(learner), trajectory)
 
@@ -125,7 +130,7 @@ def compile_pipeline(c: Components, placement: Placement, state: TrainState, sta
     warmed up."""
     cfg = c.cfg
     actor = c.rollout.make_actor(placement, state, device=actor_device(cfg, placement), num_seeds=cfg.num_seeds,
-                                 seed=cfg.seed, start=start, num_actors=cfg.num_actors)
+                                 seed=cfg.seed, start=start, num_actors=cfg.num_actors, program=c.program)
     try:
         return actor, compile_learner(c, placement, state, actor.trajectory, actor.unpack)
     except BaseException:
