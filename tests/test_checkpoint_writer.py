@@ -24,7 +24,7 @@ import pytest
 from crash_checks import kill_at_the_rename  # tests/crash_checks.py
 from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.cli.main import main
-from jaxrl_async.trainer.build import build, initial_states
+from jaxrl_async.trainer.build import build, forget_builds, initial_states
 from jaxrl_async.trainer.run_dir import read_json
 from jaxrl_async.trainer.training import train
 
@@ -214,6 +214,7 @@ def test_a_failed_checkpoint_write_stops_the_run_naming_the_path(tiny_config, ca
 
 
 def test_summary_splits_the_host_time_into_evaluation_and_checkpoints(tiny_config):
+    forget_builds()  # a run that compiles its programs: none kept from this module's other runs of RUN
     cfg = tiny_config(**RUN, eval_stochastic=True)
     summary = train(cfg, console=False).summary
     assert read_json(os.path.join(cfg.run_dir, "summary.json")) == summary

@@ -315,7 +315,10 @@ def test_kept_programs_serve_only_the_pieces_they_were_made_from(tiny_config):
         number = len(made)
         return lambda: number
 
-    assert build(dataclasses.replace(cfg, seed=3, run_dir=None)).program("p", make) is c.program("p", make)
+    # another seed, run directory, schedule or pipeline policy: fields no program sees
+    host_side = dict(seed=3, run_dir=None, eval_interval=1, checkpoint_interval=2, iterations_per_call=2,
+                     keep_checkpoints=1, eval_stochastic=True, mode=cfg.mode)
+    assert build(dataclasses.replace(cfg, **host_side)).program("p", make) is c.program("p", make)
     assert len(made) == 1
     # a piece replaced, or a config the programs see changed: made anew, and the kept one stays
     replaced = c._replace(algo=c.algo._replace(update=lambda learner, trajectory: (learner, {})))

@@ -7,10 +7,10 @@ The seed axis `S` is always the leading axis of the state the host holds, also
 for one seed (`rollout.collector.over_seeds`).
 
 A process builds a config's pieces once: `build` keeps the last few device-env builds, by every
-config field but the run directory and the seed (the seed reaches the programs only through keys,
-which are arguments). The jitted programs made from them are kept with them (`Components.program`),
-so a second run of the same config in the process — a resume, another seed, another run
-directory — reuses their traces and executables: JAX caches a jitted function's trace and
+config field a program sees (`program_key`: not the run directory, the seed, the intervals, ...).
+The jitted programs made from them are kept with them (`Components.program`), so a second run of
+the same config in the process — a resume, another seed, another run directory or schedule —
+reuses their traces and executables: JAX caches a jitted function's trace and
 executable per function object, and the pieces are the same objects. `forget_builds()` drops
 them (a benchmark that times cold compiles, a caller that changed XLA's options in between).
 """
@@ -42,8 +42,8 @@ from jaxrl_async.types import Algorithm, TrainState
 class Programs:
     """The jitted programs made from one build's pieces, by name, and what they were made from."""
 
-    def __init__(self, program_config: TrainConfig, pieces: tuple):
-        self.program_config = program_config  # `program_config(cfg)` of the build
+    def __init__(self, key: tuple, pieces: tuple):
+        self.key = key  # `program_key(cfg)` of the build
         self.pieces = pieces  # `Components.pieces()` of the build
         self.made: dict = {}
 
@@ -72,7 +72,7 @@ class Components(NamedTuple):
         (`c._replace(algo=...)`: the kept programs are the old pieces'), or where `name` does not
         hash."""
         kept = self.programs
-        if program_config(self.cfg) != kept.program_config or any(
+        if program_key(self.cfg) != kept.key or any(
                 mine is not theirs for mine, theirs in zip(self.pieces(), kept.pieces)):
             return make()
         try:
@@ -82,26 +82,35 @@ class Components(NamedTuple):
         return made if made is not None else kept.made.setdefault(name, make())
 
 
-def program_config(cfg: TrainConfig) -> TrainConfig:
-    """What of the config the programs see: all but the run directory, and the seed (which reaches
-    them only through the keys, arguments of the programs)."""
-    return dataclasses.replace(cfg, run_dir=None, seed=0)
+# The config's fields that no program sees: the run's directory and logs, its host-side schedule
+# (the chunk sizes are arguments of the fused program), which evaluations run, the async pipeline's
+# host policy, the preset's label (its settings are the other fields) and the seed, which reaches
+# the programs only through the keys they take as arguments.
+HOST_SIDE_FIELDS = frozenset({"run_dir", "tensorboard", "eval_interval", "checkpoint_interval", "keep_checkpoints",
+                              "iterations_per_call", "eval_stochastic", "lag", "buffer_size", "sync_interval",
+                              "preset", "seed"})
+
+
+def program_key(cfg: TrainConfig) -> tuple:
+    """What of the config the programs see: every field but `HOST_SIDE_FIELDS`, by name."""
+    return tuple((field.name, getattr(cfg, field.name)) for field in dataclasses.fields(cfg)
+                 if field.name not in HOST_SIDE_FIELDS)
 
 
 _BUILDS_KEPT = 4  # a few configs' pieces: a resumed run or a test's twin run follows its first closely
-_builds: collections.OrderedDict = collections.OrderedDict()  # (program config, backend) -> Components
+_builds: collections.OrderedDict = collections.OrderedDict()  # (program key, backend) -> Components
 _builds_lock = threading.Lock()
 
 
 def build(cfg: TrainConfig, backend: str | None = None) -> Components:
     """The run's pieces; the speed settings left at 'auto' take `backend`'s defaults
     (default: `jax.default_backend()`, where the programs will run). A device env's pieces are
-    those of the last build of the same `program_config`, where one is kept; a host env's are new
+    those of the last build of the same `program_key`, where one is kept; a host env's are new
     each time (its envs are live simulators, one set per run)."""
     backend = backend or jax.default_backend()
     if host_env_kind(cfg.env):
         return _build(cfg, backend)
-    key = (program_config(cfg), backend)
+    key = (program_key(cfg), backend)
     try:
         hash(key)
     except TypeError:  # a field holding a list or a dict, say: built anew
@@ -142,7 +151,7 @@ def _build(cfg: TrainConfig, backend: str) -> Components:
     algo = learner.make(cfg, policy, nets, speed.update_unroll)
     evaluate = rollout.evaluator(cfg.eval_episodes, unroll=speed.eval_unroll)
     pieces = (env, env_params, policy, rollout, algo, evaluate, speed)
-    return Components(cfg, *pieces, programs=Programs(program_config(cfg), pieces))
+    return Components(cfg, *pieces, programs=Programs(program_key(cfg), pieces))
 
 
 def init_state(c: Components, key: jax.Array, hparams: Any = None) -> TrainState:
