@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.algorithms import sweep_hparams
-from jaxrl_async.rollout.collector import over_seeds, warm_up
+from jaxrl_async.rollout.collector import over_seeds, seed_keys, warm_up
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.trainer.build import build, forget_builds, init_state, run_iterations
-from jaxrl_async.trainer.run import check_finite
+from jaxrl_async.trainer.build import build, forget_builds, init_state, initial_states, run_iterations
+from jaxrl_async.trainer.run import check_finite, evaluation_program
 from jaxrl_async.trainer.schedule import chunk_plan
 from jaxrl_async.trainer.training import train
 
@@ -329,3 +329,23 @@ def test_kept_programs_serve_only_the_pieces_they_were_made_from(tiny_config):
     # a host env's envs are live simulators: every build makes its own
     host = TrainConfig(env="gymnasium:CartPole-v1", mode="async", num_envs=2, num_steps=4)
     assert build(host).env is not build(host).env
+
+
+def test_one_evaluation_program_serves_greedy_and_sampling_and_agrees_with_each_alone(tiny_config):
+    """With eval_stochastic the evaluation takes `greedy` as an argument: one program, whose two
+    evaluations are those of the greedy-only and sampling-only programs (CartPole's actions are
+    integers, so equal actions give equal episodes to the bit)."""
+    cfg = tiny_config(eval_stochastic=True, num_seeds=2, eval_episodes=4)
+    c = build(cfg)
+    state = initial_states(c)
+    args = (state.learner.params, state.rollout.obs_stats, np.asarray(seed_keys(cfg.seed, cfg.num_seeds)),
+            jax.numpy.uint32(5))
+    both = evaluation_program(c)
+    apart = evaluation_program(c._replace(cfg=dataclasses.replace(cfg, eval_stochastic=False)))
+    assert both is not apart
+    for greedy in (True, False):
+        one, alone = both(*args, greedy=greedy), apart(*args, greedy=greedy)
+        chex.assert_trees_all_equal(one, alone)
+    assert both._cache_size() == 1 and apart._cache_size() == 2
+    greedy_run, sampling_run = both(*args, greedy=True), both(*args, greedy=False)
+    assert not np.array_equal(np.asarray(greedy_run.lengths), np.asarray(sampling_run.lengths))

@@ -4,7 +4,8 @@
     result = jax.jit(evaluate)(params, obs_stats, key)   # EvalResult of [N] arrays
 
 Every collector's `evaluator(num_episodes)` returns an evaluator with one interface: called as
-`evaluate(params, obs_stats, key, greedy=True)`, and `evaluate.stage(fn)` gives how a program
+`evaluate(params, obs_stats, key, greedy=True)` (`greedy` a Python bool, or a traced one that
+picks between the mode and a sample), and `evaluate.stage(fn)` gives how a program
 that calls it runs — jitted for `DeviceEvaluator` (this module), as plain Python for the host
 envs' (`host.HostEvaluator`), so the run's code asks the evaluator, never its kind.
 
@@ -118,7 +119,7 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
             if normalize_obs:
                 obs_in = obs_stats.normalize(obs_in)
             dist, _, policy_carry = policy.step(params, obs_in, reset_carry(policy, loop.policy_carry, loop.reset))
-            action = dist.mode() if greedy else dist.sample(act_key)
+            action = _action(dist, act_key, greedy)
             obs, env_state, reward, terminated, truncated, _ = step_env(
                 jax.random.split(step_key, num_episodes), loop.env_state, action, env_params)
             # envs auto-reset: only the first episode of each env counts; an unrolled trip's
@@ -139,6 +140,14 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
         return EvalResult(returns=loop.returns, lengths=loop.lengths, complete=loop.done)
 
     return evaluate
+
+
+def _action(dist, key: jax.Array, greedy) -> Any:
+    """The mode (`greedy`) or a sample; `greedy` traced, the two selected by it: one program then
+    serves both evaluations."""
+    if isinstance(greedy, bool):
+        return dist.mode() if greedy else dist.sample(key)
+    return jax.tree.map(lambda mode, sample: jnp.where(greedy, mode, sample), dist.mode(), dist.sample(key))
 
 
 class DeviceEvaluator:

@@ -395,10 +395,12 @@ def evaluation_program(c) -> Callable[..., EvalResult]:
     """`(params, obs_stats, seed keys, updates, greedy=) -> EvalResult`: every seed's evaluation
     after `updates` updates, staged by the collector's evaluator (jitted, or plain Python where it
     steps host envs) once for the run's pieces (`build.Components.program`). The seed keys are an
-    argument, so that runs that differ only in their seed share the program."""
-    evaluate, num_seeds = c.evaluate, c.cfg.num_seeds
-    return c.program(("evaluation", num_seeds), lambda: evaluate.stage(
-        functools.partial(_evaluate_at, evaluate, num_seeds), static_argnames="greedy"))
+    argument, so that runs that differ only in their seed share the program. With
+    `cfg.eval_stochastic`, `greedy` is an argument too: one program serves the greedy and the
+    sampling evaluations (each picks its actions from both), so a run compiles one evaluation."""
+    evaluate, num_seeds, both = c.evaluate, c.cfg.num_seeds, c.cfg.eval_stochastic
+    return c.program(("evaluation", num_seeds, both), lambda: evaluate.stage(
+        functools.partial(_evaluate_at, evaluate, num_seeds), static_argnames=() if both else "greedy"))
 
 
 def _evaluate_at(evaluate: Callable[..., EvalResult], num_seeds: int, params, obs_stats, keys_of_seeds: jax.Array,
