@@ -373,7 +373,7 @@ class TrainConfig:
     scan_unroll: int | Literal["auto"] = "auto"
     """Unroll factor of the rollout's scan over time; 'auto': by backend (speed only)."""
     gae_scan: Literal["auto", "sequential", "matrix"] = "auto"
-    """GAE's reverse recursion as a sequential scan or one [T, T] matrix product per env; 'auto': by backend."""
+    """The reverse recursions (GAE; REINFORCE's, PQN's and IMPALA's returns) as a sequential scan or one [T, T] matrix product per env; 'auto': by backend."""
     update_unroll: int | Literal["auto"] = "auto"
     """Unroll factor of the learner's loop over minibatches; 'auto': by backend (speed only)."""
     eval_unroll: int | Literal["auto"] = "auto"
@@ -568,7 +568,7 @@ class SpeedSettings:
     """The resolved speed settings of a run (recorded in its summary)."""
 
     scan_unroll: int  # the rollout's scan over time
-    gae_scan: str  # "sequential" | "matrix"
+    gae_scan: str  # "sequential" | "matrix": GAE's and the learners' return recursions
     update_unroll: int  # the learner's loop over minibatches
     eval_unroll: int  # env steps per trip of the evaluation loop
 

@@ -177,8 +177,9 @@ class Learner(NamedTuple):
     networks(cfg, obs_shape, action_space) -> (Policy, the learner's own networks or None): the
         policy the rollout acts with and what else the learner trains (DQN's Q-function, SAC's
         actor and critics), at `cfg.matmul_precision`.
-    make(cfg, policy, nets, unroll) -> Algorithm: the learner for this config's rollout
-        (`unroll`: the minibatch loop's unroll factor, speed only).
+    make(cfg, policy, nets, speed) -> Algorithm: the learner for this config's rollout
+        (`speed`: the run's resolved `config.SpeedSettings`: the minibatch loop's unroll factor,
+        the form of a return's recursion; how the programs are laid out, not what they compute).
     """
 
     networks: Callable[..., tuple[Any, Any]]

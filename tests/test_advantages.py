@@ -5,6 +5,8 @@ segment splitting), not in terms of the (discount_t, lambda_t) trick the
 implementation uses, so the two can disagree if the trick is wrong.
 """
 
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -365,13 +367,14 @@ def test_lambda_returns_hand_computed():
 
 
 @pytest.mark.parametrize("jit", [True, False])
+@pytest.mark.parametrize("scan", adv.SCANS)
 @pytest.mark.parametrize("seed", range(3))
-def test_lambda_returns_matches_numpy(seed, jit):
+def test_lambda_returns_matches_numpy(seed, scan, jit):
     rng = np.random.default_rng(200 + seed)
     r_t, v_t = rng.normal(size=(2, 15)).astype(np.float32)
     discount_t = rng.uniform(size=15).astype(np.float32)
     lambda_t = rng.uniform(size=15).astype(np.float32)
-    out = _maybe_jit(adv.lambda_returns, jit)(*_f32(r_t, discount_t, v_t, lambda_t))
+    out = _maybe_jit(adv.lambda_returns, jit, scan=scan)(*_f32(r_t, discount_t, v_t, lambda_t))
     np.testing.assert_allclose(
         out, np_lambda_returns(r_t, discount_t, v_t, lambda_t), rtol=RTOL, atol=ATOL
     )
@@ -390,7 +393,8 @@ def test_lambda_returns_equal_gae_plus_values(seed, lam):
     np.testing.assert_allclose(returns, advantages + v_tm1, rtol=RTOL, atol=ATOL)
 
 
-def test_monte_carlo_returns_stop_at_boundaries():
+@pytest.mark.parametrize("scan", adv.SCANS)
+def test_monte_carlo_returns_stop_at_boundaries(scan):
     # lambda = 1: discounted reward-to-go inside an episode; termination at t=1
     # stops it, truncation at t=3 bootstraps from v_t[3], fragment end from v_t[5].
     r_t = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
@@ -400,7 +404,7 @@ def test_monte_carlo_returns_stop_at_boundaries():
     discount_t, lambda_t = adv.gae_inputs(
         jnp.zeros(6, jnp.float32), terminated, truncated, 0.5, 1.0
     )
-    out = adv.lambda_returns(*_f32(r_t, discount_t, v_t), lambda_t)
+    out = adv.lambda_returns(*_f32(r_t, discount_t, v_t), lambda_t, scan=scan)
     # G_5 = 1 + .5*20 = 11; G_4 = 1 + .5*11 = 6.5; G_3 = 1 + .5*10 = 6 (truncation)
     # G_2 = 1 + .5*6 = 4; G_1 = 1 (terminal); G_0 = 1 + .5*1 = 1.5
     expected = [1.5, 1.0, 4.0, 6.0, 6.5, 11.0]
@@ -477,6 +481,26 @@ def test_vtrace_matches_paper_numpy(seed, lam, thresholds, jit):
     np.testing.assert_allclose(out.vs, vs, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(out.pg_advantage, pg, rtol=1e-4, atol=1e-4)
     assert out.vs.dtype == out.pg_advantage.dtype == jnp.float32
+
+
+@pytest.mark.parametrize("lam", [1.0, 0.8, 0.0])
+@pytest.mark.parametrize("thresholds", THRESHOLDS)
+def test_vtrace_matrix_form_matches_paper_numpy(lam, thresholds):
+    clip_rho, clip_pg_rho = thresholds
+    fn = jax.jit(functools.partial(adv.batched_vtrace, clip_rho_threshold=clip_rho,
+                                   clip_pg_rho_threshold=clip_pg_rho, scan="matrix"))
+    frags = [random_fragment(seed, length=18, p_term=0.1, p_trunc=0.15) for seed in range(4)]
+    columns = [_vtrace_args(frag, lam) for frag in frags]  # each env a column of the batch
+    out = fn(*(jnp.stack([column[i] for column in columns], axis=1) for i in range(5)),
+             jnp.stack([jnp.broadcast_to(column[5], (18,)) for column in columns], axis=1))
+    for b, frag in enumerate(frags):
+        vs, pg = np_vtrace_paper(
+            frag["reward"], frag["terminated"], frag["truncated"],
+            frag["v_tm1"], frag["v_t"], frag["rho"].astype(np.float64), GAMMA, lam,
+            clip_rho, clip_pg_rho,
+        )
+        np.testing.assert_allclose(out.vs[:, b], vs, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(out.pg_advantage[:, b], pg, rtol=1e-4, atol=1e-4)
 
 
 def test_vtrace_reference_sees_truncation():

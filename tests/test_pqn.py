@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 import chex
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -57,13 +59,15 @@ def random_trajectory(seed, T=24, A=3):
     return r, terminated, truncated, q_next
 
 
+@pytest.mark.parametrize("scan", ["sequential", "matrix"])
 @pytest.mark.parametrize("jit", [True, False])
 @pytest.mark.parametrize("lam", [0.0, 0.65, 1.0])
-def test_q_lambda_matches_a_numpy_loop(jit, lam):
+def test_q_lambda_matches_a_numpy_loop(jit, lam, scan):
     gamma = 0.9
     for seed in range(4):
         r, terminated, truncated, q_next = random_trajectory(seed)
-        fn = jax.jit(q_lambda_returns) if jit else q_lambda_returns
+        fn = functools.partial(q_lambda_returns, scan=scan)
+        fn = jax.jit(fn) if jit else fn
         discount_t, lambda_t = gae_inputs(jnp.asarray(r), jnp.asarray(terminated), jnp.asarray(truncated), gamma, lam)
         np.testing.assert_allclose(fn(jnp.asarray(r), discount_t, jnp.asarray(q_next), lambda_t),
                                    numpy_q_lambda(r, terminated, truncated, q_next, gamma, lam), rtol=1e-5, atol=1e-5)

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from jaxrl_async import algorithms
-from jaxrl_async.config import ALGORITHMS, TrainConfig
+from jaxrl_async.config import ALGORITHMS, BACKEND_DEFAULTS, TrainConfig
 from jaxrl_async.types import Algorithm, HostHooks, Learner
 
 
@@ -31,7 +31,7 @@ def test_each_learner_builds_from_its_entry_alone(algo, env):
     entry = algorithms.learner(algo)
     policy, nets = entry.networks(cfg, observation_shapes(env_obj.observation_space(params)),
                                   env_obj.action_space(params))
-    algo_fns = entry.make(cfg, policy, nets, 1)
+    algo_fns = entry.make(cfg, policy, nets, BACKEND_DEFAULTS["cpu"])
     assert isinstance(algo_fns, Algorithm)
     # only the replay learners keep state the host side treats apart (their buffer)
     assert (algo_fns.host == HostHooks()) == (algo not in ("dqn", "sac", "td3"))

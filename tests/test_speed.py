@@ -20,6 +20,8 @@ import pytest
 from jaxrl_async.core import advantages as adv
 from jaxrl_async import config as speed
 from jaxrl_async.cli.bench.hlo_ops import count_ops
+from jaxrl_async.algorithms import learner, make_algorithm
+from jaxrl_async.envs.spaces import observation_shapes
 from jaxrl_async.trainer.build import build, initial_states, run_iterations
 from jaxrl_async.config import LearnerConfig, TrainConfig
 from jaxrl_async.rollout.evaluate import make_evaluator
@@ -112,6 +114,36 @@ def test_the_backends_defaults_train_the_same_params(short_runs):
     moved = max(float(jnp.abs(a - b).max()) for a, b in zip(jax.tree.leaves(initial),
                                                              jax.tree.leaves(cpu_state.learner.params)))
     assert moved > 1e-3
+
+
+def _learner_update(algo: str, scan: str):
+    """`algo`'s update for a small CartPole config with its return recursion in the form `scan`, and a
+    trajectory for it collected by the rollout (whose own GAE stays sequential)."""
+    cfg = TrainConfig(algo=algo, num_envs=4, num_steps=16, total_timesteps=4 * 16, gae_scan="sequential",
+                      learner=LearnerConfig(update_epochs=1, num_minibatches=2))
+    c = build(cfg)
+    _, nets = learner(algo).networks(cfg, observation_shapes(c.env.observation_space(c.env_params)),
+                                     c.env.action_space(c.env_params))
+    algorithm = make_algorithm(cfg, c.policy, nets, dataclasses.replace(c.speed, gae_scan=scan))
+    state = jax.tree.map(lambda x: x[0], initial_states(c))
+    _, trajectory = jax.jit(c.rollout.collect)(state.learner.params, state.rollout)
+    return algorithm.update, state.learner, trajectory
+
+
+@pytest.mark.parametrize("algo", ["pqn", "reinforce", "impala"])
+def test_a_learners_returns_take_their_form_from_the_speed_settings(algo):
+    """PQN's Q(lambda), REINFORCE's lambda-returns and IMPALA's V-trace run as the speed settings
+    say: the matrix form drops the recursion's loop from the update, and trains the same params."""
+    loops, params = {}, {}
+    for scan in adv.SCANS:
+        update, learner, trajectory = _learner_update(algo, scan)
+        loops[scan] = jax.jit(update).lower(learner, trajectory).as_text().count("stablehlo.while")
+        if algo == "pqn":  # the one whose time on a GPU this is for: its params too
+            params[scan] = jax.jit(update)(learner, trajectory)[0].params
+    assert loops["matrix"] < loops["sequential"], loops
+    if params:
+        for a, b in zip(jax.tree.leaves(params["sequential"]), jax.tree.leaves(params["matrix"])):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("unroll", [3, 7])

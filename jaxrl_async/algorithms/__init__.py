@@ -15,7 +15,7 @@ from jaxrl_async.algorithms.ppo import PPOHyperparams, make_ppo
 from jaxrl_async.algorithms.reinforce import make_reinforce
 from jaxrl_async.algorithms.sac import make_sac
 from jaxrl_async.algorithms.sgd import LearnerHyperparams, make_learner, sweep_hparams
-from jaxrl_async.config import ALGORITHMS, TrainConfig
+from jaxrl_async.config import ALGORITHMS, BACKEND_DEFAULTS, SpeedSettings, TrainConfig
 from jaxrl_async.types import Algorithm, Learner
 
 LEARNERS: dict[str, Learner] = {
@@ -37,10 +37,11 @@ def learner(algo: str) -> Learner:
     return LEARNERS[algo]
 
 
-def make_algorithm(cfg: TrainConfig, policy, nets=None, unroll: int = 1) -> Algorithm:
+def make_algorithm(cfg: TrainConfig, policy, nets=None, speed: SpeedSettings | None = None) -> Algorithm:
     """The learner `cfg.algo` names, sized for this config's rollout (`nets`: the learner's own
-    networks from its `Learner.networks`; `unroll`: the minibatch loop's unroll factor)."""
-    return learner(cfg.algo).make(cfg, policy, nets, unroll)
+    networks from its `Learner.networks`; `speed`: its loops' layout, default every loop rolled,
+    as on the CPU)."""
+    return learner(cfg.algo).make(cfg, policy, nets, speed or BACKEND_DEFAULTS["cpu"])
 
 
 __all__ = ["ALGORITHMS", "LEARNERS", "LearnerHyperparams", "PPOHyperparams", "learner", "make_a2c", "make_algorithm",

@@ -17,6 +17,7 @@ from jaxrl_async.core import losses
 from jaxrl_async.algorithms.sgd import (actor_critic, LearnerHyperparams, make_learner, replay, replay_batch,
                                            truncated_importance_weight)
 from jaxrl_async.nets.actor_critic import Policy
+from jaxrl_async.config import SpeedSettings
 from jaxrl_async.types import Algorithm, Learner, Trajectory
 
 _FIELDS = ("obs", "action", "log_prob", "advantage", "target")
@@ -50,8 +51,8 @@ def make_a2c(cfg, policy: Policy, *, num_updates: int, unroll: int = 1) -> Algor
     return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates, unroll=unroll)
 
 
-def _make(cfg, policy, nets, unroll: int) -> Algorithm:
-    return make_a2c(cfg.learner, policy, num_updates=cfg.num_updates, unroll=unroll)
+def _make(cfg, policy, nets, speed: SpeedSettings) -> Algorithm:
+    return make_a2c(cfg.learner, policy, num_updates=cfg.num_updates, unroll=speed.update_unroll)
 
 
 LEARNER = Learner(networks=actor_critic, make=_make)

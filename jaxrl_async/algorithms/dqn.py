@@ -39,6 +39,7 @@ from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision, observed_
 from jaxrl_async.nets.q import make_q_policy
 from jaxrl_async.core.distributions import mask_scores
 from jaxrl_async.core.optimizer import global_norm, make_optimizer, sgd_step
+from jaxrl_async.config import SpeedSettings
 from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
 
 
@@ -162,7 +163,7 @@ def _networks(cfg, obs_shape, action_space):
     return policy, at_matmul_precision(q_values, cfg.matmul_precision)
 
 
-def _make(cfg, policy, q_values, unroll: int) -> Algorithm:
+def _make(cfg, policy, q_values, speed: SpeedSettings) -> Algorithm:
     return make_dqn(cfg.learner, cfg.replay, cfg.dqn, policy, q_values, num_updates=cfg.num_updates,
                     num_envs=cfg.num_envs, num_steps=cfg.num_steps, total_timesteps=cfg.total_timesteps)
 

@@ -25,17 +25,18 @@ from jaxrl_async.core import losses
 from jaxrl_async.core.advantages import gae_inputs, vtrace
 from jaxrl_async.algorithms.sgd import actor_critic, make_learner, replay, replay_batch
 from jaxrl_async.nets.actor_critic import Policy
+from jaxrl_async.config import SpeedSettings
 from jaxrl_async.types import Algorithm, Learner, Trajectory
 
 _FIELDS = ("obs", "next_obs", "action", "log_prob", "reward", "terminated", "truncated")
 
 
-def make_impala(cfg, policy: Policy, *, num_updates: int, unroll: int = 1) -> Algorithm:
+def make_impala(cfg, policy: Policy, *, num_updates: int, unroll: int = 1, scan: str = "sequential") -> Algorithm:
     # one sequence [T] -> V-trace outputs [T]; vmapped over the minibatch's sequences
     sequence_vtrace = jax.vmap(
         lambda v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_t: vtrace(
             v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_t, clip_rho_threshold=cfg.clip_rho_threshold,
-            clip_pg_rho_threshold=cfg.clip_pg_rho_threshold))
+            clip_pg_rho_threshold=cfg.clip_pg_rho_threshold, scan=scan))
 
     def loss_fn(params, batch, hp):
         dist, v_tm1, carry_after = replay(policy, params, batch)  # [b, T]
@@ -62,8 +63,9 @@ def make_impala(cfg, policy: Policy, *, num_updates: int, unroll: int = 1) -> Al
     return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates, unroll=unroll)
 
 
-def _make(cfg, policy, nets, unroll: int) -> Algorithm:
-    return make_impala(cfg.learner, policy, num_updates=cfg.num_updates, unroll=unroll)
+def _make(cfg, policy, nets, speed: SpeedSettings) -> Algorithm:
+    return make_impala(cfg.learner, policy, num_updates=cfg.num_updates, unroll=speed.update_unroll,
+                       scan=speed.gae_scan)
 
 
 LEARNER = Learner(networks=actor_critic, make=_make)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from jaxrl_async.core import losses
 from jaxrl_async.algorithms.sgd import actor_critic, LearnerHyperparams, make_learner, replay, replay_batch
-from jaxrl_async.config import check_minibatches
+from jaxrl_async.config import SpeedSettings, check_minibatches
 from jaxrl_async.nets.actor_critic import Policy
 from jaxrl_async.types import Algorithm, Learner, Trajectory
 
@@ -60,8 +60,9 @@ def make_ppo(cfg, policy: Policy, *, num_updates: int, batch_size: int, unroll: 
     return make_learner(cfg, policy, loss_fn, batch_fn, num_updates=num_updates, unroll=unroll)
 
 
-def _make(cfg, policy, nets, unroll: int) -> Algorithm:
-    return make_ppo(cfg.learner, policy, num_updates=cfg.num_updates, batch_size=cfg.batch_size, unroll=unroll)
+def _make(cfg, policy, nets, speed: SpeedSettings) -> Algorithm:
+    return make_ppo(cfg.learner, policy, num_updates=cfg.num_updates, batch_size=cfg.batch_size,
+                    unroll=speed.update_unroll)
 
 
 LEARNER = Learner(networks=actor_critic, make=_make)

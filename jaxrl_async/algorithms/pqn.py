@@ -34,7 +34,7 @@ import jax.numpy as jnp
 
 from jaxrl_async.algorithms.dqn import epsilon_schedule
 from jaxrl_async.algorithms.sgd import LearnerHyperparams, make_learner, replay_batch
-from jaxrl_async.config import check_minibatches
+from jaxrl_async.config import SpeedSettings, check_minibatches
 from jaxrl_async.core.advantages import batched_q_lambda_returns, gae_inputs
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
 from jaxrl_async.nets.q import QParams, make_q_policy
@@ -54,7 +54,7 @@ def td_loss(q_values: Callable, network, batch: dict) -> tuple[jax.Array, dict]:
 
 
 def make_pqn(cfg, exploration_cfg, policy: Policy, q_values: Callable, *, num_updates: int, num_envs: int,
-             num_steps: int, total_timesteps: int, unroll: int = 1) -> Algorithm:
+             num_steps: int, total_timesteps: int, unroll: int = 1, scan: str = "sequential") -> Algorithm:
     """PQN over rollouts of `num_steps` x `num_envs`; its `LearnerState.params` are `QParams`, its
     optimiser state the network's alone.
 
@@ -68,6 +68,7 @@ def make_pqn(cfg, exploration_cfg, policy: Policy, q_values: Callable, *, num_up
       num_envs, num_steps: the rollout's B and T (env steps per update, for the epsilon schedule).
       total_timesteps: the run's budget per seed (for the epsilon schedule).
       unroll: unroll factor of the loop over minibatches (speed only).
+      scan: the Q(lambda) recursion's form, "sequential" or "matrix" (speed only).
     """
     check_minibatches(cfg.num_minibatches, num_envs * num_steps)
     epsilon = epsilon_schedule(exploration_cfg, total_timesteps)
@@ -88,7 +89,7 @@ def make_pqn(cfg, exploration_cfg, policy: Policy, q_values: Callable, *, num_up
         q_next = jax.lax.stop_gradient(q_values(network, trajectory.next_obs))  # [T, B, A]
         discount_t, lambda_t = gae_inputs(trajectory.reward, trajectory.terminated, trajectory.truncated,
                                           cfg.gamma, cfg.gae_lambda)
-        return batched_q_lambda_returns(trajectory.reward, discount_t, q_next, lambda_t)
+        return batched_q_lambda_returns(trajectory.reward, discount_t, q_next, lambda_t, scan)
 
     def init(key: jax.Array, hparams: LearnerHyperparams | None = None) -> LearnerState:
         learner = sgd.init(key, hparams)
@@ -116,9 +117,10 @@ def _networks(cfg, obs_shape, action_space):
     return policy, at_matmul_precision(q_values, cfg.matmul_precision)
 
 
-def _make(cfg, policy, q_values, unroll: int) -> Algorithm:
+def _make(cfg, policy, q_values, speed: SpeedSettings) -> Algorithm:
     return make_pqn(cfg.learner, cfg.dqn, policy, q_values, num_updates=cfg.num_updates, num_envs=cfg.num_envs,
-                    num_steps=cfg.num_steps, total_timesteps=cfg.total_timesteps, unroll=unroll)
+                    num_steps=cfg.num_steps, total_timesteps=cfg.total_timesteps, unroll=speed.update_unroll,
+                    scan=speed.gae_scan)
 
 
 LEARNER = Learner(networks=_networks, make=_make)

@@ -42,6 +42,7 @@ from jaxrl_async.algorithms.sgd import LearnerHyperparams
 from jaxrl_async.core.optimizer import global_norm, make_optimizer, sgd_step
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
 from jaxrl_async.nets.sac import SACNets, make_sac_policy
+from jaxrl_async.config import SpeedSettings
 from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
 
 
@@ -209,7 +210,7 @@ def _networks(cfg, obs_shape, action_space):
                                  critic=at_matmul_precision(nets.critic, cfg.matmul_precision))
 
 
-def _make(cfg, policy, nets, unroll: int) -> Algorithm:
+def _make(cfg, policy, nets, speed: SpeedSettings) -> Algorithm:
     return make_sac(cfg.learner, cfg.replay, cfg.sac, policy, nets, num_updates=cfg.num_updates,
                     num_envs=cfg.num_envs, num_steps=cfg.num_steps)
 

@@ -1,8 +1,10 @@
 """Advantage and return estimators: GAE, lambda-returns, Q(lambda) returns and V-trace.
 
 Every core function takes ONE trajectory of shape ``[T]`` (rlax style) and runs
-its recursion as a ``lax.scan(..., reverse=True)``; ``batched_*`` wrappers vmap
-them over the env axis of time-major ``[T, B]`` inputs.
+its recursion as a ``lax.scan(..., reverse=True)``, or with ``scan="matrix"`` as one
+[T, T] matrix product (the same values to float rounding; what a launch-bound GPU
+wants, `config.BACKEND_DEFAULTS`); ``batched_*`` wrappers vmap them over the env
+axis of time-major ``[T, B]`` inputs.
 
 Episode boundaries are carried by two per-step inputs, built in one place by
 :func:`gae_inputs`:
@@ -185,6 +187,7 @@ def lambda_returns(
     discount_t: Array,
     v_t: Array,
     lambda_t: Numeric,
+    scan: str = "sequential",
 ) -> Array:
     """Lambda-returns on one trajectory (Sutton & Barto 2018, sec. 12.1; rlax naming).
 
@@ -202,6 +205,7 @@ def lambda_returns(
       discount_t: [T] float, ``gamma * (1 - terminated_t)``.
       v_t: [T] float, bootstrap value of the next state.
       lambda_t: scalar or [T] float, ``lambda * (1 - truncated_t)``.
+      scan: the recursion's form, "sequential" or "matrix" (speed only).
 
     Returns:
       [T] lambda-returns ``G_t``.
@@ -209,7 +213,7 @@ def lambda_returns(
     lambda_t = _check_trajectory([r_t, discount_t, v_t], lambda_t)
     # G_t = [r_t + discount_t (1 - lambda_t) v_t] + [discount_t lambda_t] G_{t+1}
     delta_t = r_t + discount_t * (1.0 - lambda_t) * v_t
-    return _reverse_discounted_sum(delta_t, discount_t * lambda_t, v_t[-1])
+    return _reverse_discounted_sum(delta_t, discount_t * lambda_t, v_t[-1], scan)
 
 
 def q_lambda_returns(
@@ -217,6 +221,7 @@ def q_lambda_returns(
     discount_t: Array,
     q_t: Array,
     lambda_t: Numeric,
+    scan: str = "sequential",
 ) -> Array:
     """Peng's Q(lambda) returns on one trajectory (Peng & Williams 1996; Sutton & Barto 2018,
     sec. 12.10), the targets PQN regresses Q(s_t, a_t) on (Gallici et al. 2025, "Simplifying
@@ -238,13 +243,14 @@ def q_lambda_returns(
       q_t: [T, A] float, Q-values of the state reached by acting at t (the pre-reset
         observation at a truncation; anything at a termination).
       lambda_t: scalar or [T] float, ``lambda * (1 - truncated_t)``.
+      scan: the recursion's form, "sequential" or "matrix" (speed only).
 
     Returns:
       [T] Q(lambda) returns ``G_t``.
     """
     chex.assert_rank(q_t, 2)
     chex.assert_equal_shape_prefix([r_t, q_t], 1)
-    return lambda_returns(r_t, discount_t, jnp.max(q_t, axis=-1), lambda_t)
+    return lambda_returns(r_t, discount_t, jnp.max(q_t, axis=-1), lambda_t, scan)
 
 
 def vtrace(
@@ -257,6 +263,7 @@ def vtrace(
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     stop_target_gradients: bool = True,
+    scan: str = "sequential",
 ) -> VTraceOutput:
     """V-trace targets and policy-gradient advantages (Espeholt et al., 2018, IMPALA).
 
@@ -292,6 +299,7 @@ def vtrace(
       clip_pg_rho_threshold: clip for the policy-gradient ratio; None for none.
       stop_target_gradients: stop gradients through ``vs`` and ``pg_advantage``
         (both are targets in the IMPALA losses).
+      scan: the recursion's form, "sequential" or "matrix" (speed only).
 
     Returns:
       ``VTraceOutput(vs, pg_advantage)``, each [T].
@@ -309,7 +317,7 @@ def vtrace(
 
     delta_t = clipped_rho_t * (r_t + discount_t * v_t - v_tm1)
     vs_minus_v = _reverse_discounted_sum(
-        delta_t, discount_t * c_t, jnp.zeros((), r_t.dtype)
+        delta_t, discount_t * c_t, jnp.zeros((), r_t.dtype), scan
     )
     vs = v_tm1 + vs_minus_v
 
@@ -355,11 +363,12 @@ def batched_lambda_returns(
     discount_t: Array,
     v_t: Array,
     lambda_t: Numeric,
+    scan: str = "sequential",
 ) -> Array:
     """:func:`lambda_returns` over time-major [T, B] inputs; returns [T, B]."""
     chex.assert_rank([r_t, discount_t, v_t], 2)
     in_axes = (1, 1, 1, _lambda_axis(lambda_t))
-    return jax.vmap(lambda_returns, in_axes=in_axes, out_axes=1)(
+    return jax.vmap(functools.partial(lambda_returns, scan=scan), in_axes=in_axes, out_axes=1)(
         r_t, discount_t, v_t, lambda_t
     )
 
@@ -369,12 +378,14 @@ def batched_q_lambda_returns(
     discount_t: Array,
     q_t: Array,
     lambda_t: Numeric,
+    scan: str = "sequential",
 ) -> Array:
     """:func:`q_lambda_returns` over time-major inputs: ``q_t`` [T, B, A], the rest [T, B]
     (``lambda_t`` scalar or [T, B]); returns [T, B]."""
     chex.assert_rank([r_t, discount_t, q_t], [2, 2, 3])
     in_axes = (1, 1, 1, _lambda_axis(lambda_t))
-    return jax.vmap(q_lambda_returns, in_axes=in_axes, out_axes=1)(r_t, discount_t, q_t, lambda_t)
+    return jax.vmap(functools.partial(q_lambda_returns, scan=scan), in_axes=in_axes, out_axes=1)(
+        r_t, discount_t, q_t, lambda_t)
 
 
 def batched_vtrace(
@@ -387,6 +398,7 @@ def batched_vtrace(
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
     stop_target_gradients: bool = True,
+    scan: str = "sequential",
 ) -> VTraceOutput:
     """:func:`vtrace` over time-major [T, B] inputs; ``lambda_`` scalar or [T, B].
 
@@ -398,7 +410,7 @@ def batched_vtrace(
     def _one(v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_):
         return vtrace(
             v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_,
-            clip_rho_threshold, clip_pg_rho_threshold, stop_target_gradients,
+            clip_rho_threshold, clip_pg_rho_threshold, stop_target_gradients, scan,
         )
 
     in_axes = (1, 1, 1, 1, 1, _lambda_axis(lambda_))

@@ -51,7 +51,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
       normalize_obs: keep running observation statistics in the state and feed
         the policy normalised observations (every leaf of a nested observation on its own).
       unroll: `lax.scan` unroll factor (speed only).
-      gae_scan: GAE's recursion, "sequential" or "associative" (`advantages.gae`; speed only).
+      gae_scan: GAE's recursion, "sequential" or "matrix" (`advantages.gae`; speed only).
       noise_correlation: correlation of a Gaussian policy's exploration noise between
         consecutive steps (`exploration.py`); 0 samples white noise.
       max_truncations: how many truncated steps per env the bootstrap values (`bootstrap.py`):

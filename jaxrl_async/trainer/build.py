@@ -148,7 +148,7 @@ def _build(cfg: TrainConfig, backend: str) -> Components:
         rollout = HostRollout(env, policy, env_groups=cfg.env_groups, **shared)
     else:
         rollout = make_rollout(env, env_params, policy, unroll=speed.scan_unroll, **shared)
-    algo = learner.make(cfg, policy, nets, speed.update_unroll)
+    algo = learner.make(cfg, policy, nets, speed)
     evaluate = rollout.evaluator(cfg.eval_episodes, unroll=speed.eval_unroll)
     pieces = (env, env_params, policy, rollout, algo, evaluate, speed)
     return Components(cfg, *pieces, programs=Programs(program_key(cfg), pieces))
