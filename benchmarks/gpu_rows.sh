@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The GPU rows of docs/benchmarks.md ("Speed on a GPU") in one device call: ours beside rejax 0.1.3,
+# most wanted first, every step skipped once fewer than its seconds are left before DEADLINE.
+#
+# Here, once: the kit and its wheels into .gpu/ (../shared/peers/gpu/README.md), and for the bisect
+# phase the trees to time, e.g.
+#   for c in 4ba1587 f8a3142^ f8a3142; do mkdir -p .gpu/trees/$c && git archive $c jaxrl_async | tar -x -C .gpu/trees/$c; done
+# There (the device tool, carry [".gpu"]):  DEADLINE=540 bash benchmarks/gpu_rows.sh [PHASE ...]
+# Phases (default: peers rows breakout): peers (reference and PQN via benchmarks.peers: alternated,
+# both startups timed alike), rows (64 seeds, 2048x64, async), breakout (--preset none: rejax's
+# config), bisect (the 2048x64 row under each tree in .gpu/trees, then this one). Results: one JSON
+# line per run in $OUT/results.jsonl, peers' tables in $OUT/peers-*.json, logs in $OUT/logs.txt.
+set -u
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+R=$(pwd); H=$R/.gpu; T0=$(date +%s); DEADLINE=${DEADLINE:-540}; W=/tmp/gpurows; mkdir -p $W
+left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
+LOG=$OUT/logs.txt; res() { echo "$1" >> $OUT/results.jsonl; }
+pip_in() { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$@" >/dev/null 2>&1; }
+[ -d /tmp/site-ours/gymnax ] || { pip_in /tmp/site-ours $H/whl/ours/*.whl; pip_in /tmp/site-rejax $H/whl/rejax/*.whl; }
+printf '#!/bin/sh\nPYTHONPATH=/tmp/site-rejax exec python3 "$@"\n' > /tmp/rejax-python; chmod +x /tmp/rejax-python
+export PYTHONPATH=/tmp/site-ours:$R
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a $LOG
+
+ours() {  # ours TAG FLAGS...   (PYTHONPATH picks the tree)
+  local tag=$1; shift; [ $(left) -lt 45 ] && { echo "skip $tag"; return; }
+  rm -rf $W/$tag
+  if timeout $(( $(left) - 5 )) python3 -m jaxrl_async.cli train "$@" --eval-episodes 1 --eval-interval 0 \
+      --checkpoint-interval 0 --compilation-cache off --run-dir $W/$tag >>$LOG 2>&1; then
+    res "$(python3 -c "import json; s=json.load(open('$W/$tag/summary.json')); print(json.dumps({'tag': '$tag', 'who': 'ours', 'sps': s['steps_per_second'], 'compile_s': s['compile_s'], 'train_s': s['train_s'], 'ret': s.get('final_eval_return_mean'), 'speed': s.get('speed')}))")"
+  else res "{\"tag\": \"$tag\", \"who\": \"ours\", \"error\": true}"; tail -5 $LOG; fi
+  echo "$tag: $(tail -1 $OUT/results.jsonl | cut -c1-160); $(left)s left"
+}
+peer() {  # peer TAG ARGS...   (the kit's rejax_run.py)
+  local tag=$1; shift; [ $(left) -lt 45 ] && { echo "skip $tag"; return; }
+  if timeout $(( $(left) - 5 )) /tmp/rejax-python $H/rejax_run.py "$@" >$W/p.log 2>&1; then
+    res "$(grep SUMMARY $W/p.log | sed "s/^SUMMARY {/{\"tag\": \"$tag\", \"who\": \"rejax\", /")"
+  else cat $W/p.log >>$LOG; res "{\"tag\": \"$tag\", \"who\": \"rejax\", \"error\": true}"; tail -5 $W/p.log; fi
+  echo "$tag: $(tail -1 $OUT/results.jsonl | cut -c1-160); $(left)s left"
+}
+peers() {  # peers CASE ROUNDS
+  [ $(left) -lt $(( 60 * $2 )) ] && { echo "skip peers $1"; return; }
+  timeout $(( $(left) - 5 )) python3 -m benchmarks.peers --rejax-python /tmp/rejax-python --cases $1 \
+    --rounds $2 --rejax-repeats 2 --out $OUT/peers-$1.json 2>&1 | tail -4
+}
+BIG="--env CartPole-v1 --num-envs 2048 --num-steps 64 --num-minibatches 8 --total-timesteps 30000000"
+for phase in ${@:-peers rows breakout}; do
+  echo "== $phase, $(left)s left"
+  case $phase in
+    peers) peers ppo 2; peers pqn 1 ;;
+    rows)
+      ours big $BIG; peer big-rejax CartPole-v1 2048 64 4 8 3e7 0 1
+      ours seeds64 --env CartPole-v1 --total-timesteps 500000 --num-seeds 64
+      peer seeds64-rejax CartPole-v1 4 128 4 4 5e5 64 1
+      ours async-ref --env CartPole-v1 --total-timesteps 500000 --mode async --lag 1
+      ours async-big $BIG --mode async --lag 1 ;;
+    breakout)
+      ours bo-big --env Breakout-MinAtar --preset none --num-envs 1024 --num-steps 64 --num-minibatches 8 --torso mlp --total-timesteps 20000000
+      peer bo-big-rejax Breakout-MinAtar 1024 64 4 8 2e7 0 1
+      ours bo --env Breakout-MinAtar --preset none --num-envs 32 --num-steps 32 --learning-rate 0.00025674 --gamma 0.995 --max-grad-norm 1 --torso mlp --total-timesteps 1000000
+      peer bo-rejax Breakout-MinAtar 32 32 4 4 1e6 0 1 0.00025674 tanh 0.995 1 ;;
+    bisect)
+      # `python -m` puts the working directory first on the path: run each tree from its own folder
+      shopt -s nullglob
+      for tree in $H/trees/*/; do (cd $tree && PYTHONPATH=/tmp/site-ours:$tree ours "big@$(basename $tree)" $BIG); done
+      ours big@main $BIG ;;
+  esac
+done
+echo "== end, $(left)s left"
