@@ -5,10 +5,14 @@
 # Here, once: the kit and its wheels into .gpu/ (../shared/peers/gpu/README.md), and for the bisect
 # phase the trees to time, e.g.
 #   for c in 4ba1587 f8a3142^ f8a3142; do mkdir -p .gpu/trees/$c && git archive $c jaxrl_async | tar -x -C .gpu/trees/$c; done
+# and for the suites phase, with the kit README's `d`: d .gpu/whl/suites brax==0.14.2 mujoco==4.0.0
+#   mujoco-core==4.0.0 mujoco-mjx==3.17.0 playground==0.2.0 craftax==1.6.1 jaxopt ml-collections trimesh==5.2.0
 # There (the device tool, carry [".gpu"]):  DEADLINE=540 bash benchmarks/gpu_rows.sh [PHASE ...]
 # Phases (default: peers rows breakout): peers (reference and PQN via benchmarks.peers: alternated,
 # both startups timed alike), rows (64 seeds, 2048x64, async), breakout (--preset none: rejax's
-# config), bisect (the 2048x64 row under each tree in .gpu/trees, then this one). Results: one JSON
+# config), suites (rollout / raw at 1024 envs for Brax, Playground and Craftax, with the suites'
+# wheels in .gpu/whl/suites; Craftax's four programs took over 130 s to compile on an H100),
+# bisect (the 2048x64 row under each tree in .gpu/trees, then this one). Results: one JSON
 # line per run in $OUT/results.jsonl, peers' tables in $OUT/peers-*.json, logs in $OUT/logs.txt.
 set -u
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -17,6 +21,9 @@ left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
 LOG=$OUT/logs.txt; res() { echo "$1" >> $OUT/results.jsonl; }
 pip_in() { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$@" >/dev/null 2>&1; }
 [ -d /tmp/site-ours/gymnax ] || { pip_in /tmp/site-ours $H/whl/ours/*.whl; pip_in /tmp/site-rejax $H/whl/rejax/*.whl; }
+# the suites phase: brax, mujoco, mujoco-core, mujoco-mjx, playground, craftax and what they import that the
+# machine lacks (jaxopt, ml-collections, trimesh); not warp-lang (150 MB: MJX then runs its JAX implementation)
+[ -d $H/whl/suites ] && [ ! -d /tmp/site-suites/brax ] && pip_in /tmp/site-suites $H/whl/suites/*.whl
 printf '#!/bin/sh\nPYTHONPATH=/tmp/site-rejax exec python3 "$@"\n' > /tmp/rejax-python; chmod +x /tmp/rejax-python
 export PYTHONPATH=/tmp/site-ours:$R
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a $LOG
@@ -58,6 +65,18 @@ for phase in ${@:-peers rows breakout}; do
       peer bo-big-rejax Breakout-MinAtar 1024 64 4 8 2e7 0 1
       ours bo --env Breakout-MinAtar --preset none --num-envs 32 --num-steps 32 --learning-rate 0.00025674 --gamma 0.995 --max-grad-norm 1 --torso mlp --total-timesteps 1000000
       peer bo-rejax Breakout-MinAtar 32 32 4 4 1e6 0 1 0.00025674 tanh 0.995 1 ;;
+    suites)  # each suite's flagship env: our rollout against its raw step at 1024 envs (bench `suites`)
+      for env in brax:inverted_pendulum playground:CartpoleBalance craftax:Craftax-Classic-Symbolic-v1; do
+        [ $(left) -lt 150 ] && { echo "skip $env"; continue; }
+        PYTHONPATH=/tmp/site-ours:$R:/tmp/site-suites timeout $(( $(left) - 5 )) python3 -c "
+import json, sys
+from jaxrl_async.cli.bench import suites as S
+S.SUITE_ENVS, S.ENV_COUNTS = (sys.argv[1],), (1024,)
+for key, row in S.suites(False, 5).items():
+    print('SUITE', json.dumps({'key': key, 'steps_per_second': row['steps_per_second']['median'],
+          'ratio_to_raw_env': row.get('ratio_to_raw_env'), 'ms_per_step': row.get('ms_per_step')}))" $env \
+          > $W/s.log 2>&1; echo "rc=$?"; grep SUITE $W/s.log | tee -a $OUT/suites.txt; grep -i error $W/s.log | tail -2
+      done ;;
     bisect)
       # `python -m` puts the working directory first on the path: run each tree from its own folder
       shopt -s nullglob
