@@ -295,6 +295,15 @@ _PQN_BREAKOUT = dict(
                  gamma=0.99, gae_lambda=0.65),
     dqn=dict(epsilon_start=1.0, epsilon_end=0.05, epsilon_decay_fraction=0.1),
     pqn=dict(layer_norm=True))
+# PQN on the other MinAtar games at PPO's budget there (1e7): purejaxql's MinAtar config itself (2 epochs,
+# Adam 5e-4) with the 128x128 MLP, where Breakout's 4 epochs at 3e-3 fell apart over 1e7 steps on Asterix
+# (2.7 against 35.9); Freeway keeps Breakout's settings (65.1, the only ones run there), SpaceInvaders
+# takes 256x256 (166.7, against 162.3 at 128x128 and 164.0 with Breakout's). Measured over 3 seeds each
+# (experiments/results/pqn-minatar-1e7/, docs/learners.md).
+_PQN_MINATAR = dict(_PQN_BREAKOUT, total_timesteps=10_000_000,
+                    learner={**_PQN_BREAKOUT["learner"], "update_epochs": 2, "learning_rate": 5e-4})
+_PQN_MINATAR_SOURCE = ("purejaxql's PQN MinAtar config with a {net} MLP{change}, 1e7 steps; measured: {measured} over 3 "
+                       "seeds (jaxrl-async train --env {env} --algo pqn --num-seeds 3); PPO's preset: {ppo}")
 
 # the value-based learners on CartPole-v1 (`--algo dqn` / `--algo pqn` alone), PQN on Breakout-MinAtar
 _OTHER_LEARNERS += (
@@ -311,6 +320,16 @@ _OTHER_LEARNERS += (
             "purejaxql's PQN MinAtar config with 4 epochs, Adam 3e-3 and a 128x128 MLP; measured: 56.0 over 5 "
             "seeds (67.5, 50.5, 96.7, 38.5, 26.9: jaxrl-async train --env Breakout-MinAtar --algo pqn --num-seeds 5), "
             "42.7 over 5 more (--seed 5: 25.6 to 57.4); PPO's preset: 32.7"),
+    _preset("Asterix-MinAtar:pqn", _PQN_MINATAR, 35.9, _PQN_MINATAR_SOURCE.format(
+        net="128x128", change="", measured="35.9 (40.0, 28.6, 39.1)", env="Asterix-MinAtar", ppo=10.4)),
+    _preset("Freeway-MinAtar:pqn", dict(_PQN_BREAKOUT, total_timesteps=10_000_000), 65.1, _PQN_MINATAR_SOURCE.format(
+        net="128x128", change=" and Breakout-MinAtar:pqn's 4 epochs at Adam 3e-3",
+        measured="65.1 (65.0, 65.4, 65.0)", env="Freeway-MinAtar", ppo=59.5)),
+    _preset("Seaquest-MinAtar:pqn", _PQN_MINATAR, 70.5, _PQN_MINATAR_SOURCE.format(
+        net="128x128", change="", measured="70.5 (62.1, 74.0, 75.3)", env="Seaquest-MinAtar", ppo=32.9)),
+    _preset("SpaceInvaders-MinAtar:pqn", dict(_PQN_MINATAR, network={**_PQN_MINATAR["network"], "hidden_sizes": (256, 256)}),
+            166.7, _PQN_MINATAR_SOURCE.format(net="256x256", change="", measured="166.7 (170, 165, 165)",
+                                              env="SpaceInvaders-MinAtar", ppo="181.0, ahead of PQN here")),
 )
 ENV_LEARNER_PRESETS: dict[str, Preset] = {preset.name: preset for preset in _OTHER_LEARNERS}
 
