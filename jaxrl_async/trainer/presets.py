@@ -302,8 +302,8 @@ _PQN_BREAKOUT = dict(
 # (experiments/results/pqn-minatar-1e7/, docs/learners.md).
 _PQN_MINATAR = dict(_PQN_BREAKOUT, total_timesteps=10_000_000,
                     learner={**_PQN_BREAKOUT["learner"], "update_epochs": 2, "learning_rate": 5e-4})
-_PQN_MINATAR_SOURCE = ("purejaxql's PQN MinAtar config with a {net} MLP{change}, 1e7 steps; measured: {measured} over 3 "
-                       "seeds (jaxrl-async train --env {env} --algo pqn --num-seeds 3); PPO's preset: {ppo}")
+_PQN_MINATAR_SOURCE = ("purejaxql's PQN MinAtar config with a {net} MLP{change}, 1e7 steps; measured: {measured} "
+                       "over 3 seeds (jaxrl-async train --env {env} --algo pqn --num-seeds 3); PPO's preset: {ppo}")
 
 # the value-based learners on CartPole-v1 (`--algo dqn` / `--algo pqn` alone), PQN on Breakout-MinAtar
 _OTHER_LEARNERS += (
@@ -327,9 +327,10 @@ _OTHER_LEARNERS += (
         measured="65.1 (65.0, 65.4, 65.0)", env="Freeway-MinAtar", ppo=59.5)),
     _preset("Seaquest-MinAtar:pqn", _PQN_MINATAR, 70.5, _PQN_MINATAR_SOURCE.format(
         net="128x128", change="", measured="70.5 (62.1, 74.0, 75.3)", env="Seaquest-MinAtar", ppo=32.9)),
-    _preset("SpaceInvaders-MinAtar:pqn", dict(_PQN_MINATAR, network={**_PQN_MINATAR["network"], "hidden_sizes": (256, 256)}),
-            166.7, _PQN_MINATAR_SOURCE.format(net="256x256", change="", measured="166.7 (170, 165, 165)",
-                                              env="SpaceInvaders-MinAtar", ppo="181.0, ahead of PQN here")),
+    _preset("SpaceInvaders-MinAtar:pqn",
+            dict(_PQN_MINATAR, network={**_PQN_MINATAR["network"], "hidden_sizes": (256, 256)}), 166.7,
+            _PQN_MINATAR_SOURCE.format(net="256x256", change="", measured="166.7 (170, 165, 165)",
+                                       env="SpaceInvaders-MinAtar", ppo="181.0, ahead of PQN here")),
 )
 ENV_LEARNER_PRESETS: dict[str, Preset] = {preset.name: preset for preset in _OTHER_LEARNERS}
 
