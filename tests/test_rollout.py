@@ -5,16 +5,20 @@ as a NumPy mean/var over every raw observation seen, and computes GAE with a
 NumPy loop written in terms of episodes (if-statements on the flags).
 """
 
+import math
+
 import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from gymnax.environments import spaces
 
 from jaxrl_async.core.bootstrap import bootstrap_values
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.envs import make_env
-from jaxrl_async.envs.wrappers import Wrapper, max_truncations
+from jaxrl_async.envs.suites.functional import SuiteEnv
+from jaxrl_async.envs.wrappers import EpisodeStatistics, Wrapper, max_truncations
 from jaxrl_async.nets.actor_critic import make_policy, reset_carry
 from jaxrl_async.rollout.device import make_rollout
 
@@ -253,6 +257,61 @@ def test_max_truncations_follows_the_time_limit():
         pass
 
     assert max_truncations(Skip(env), params, 32) == 32
+
+
+class ClockSuite(SuiteEnv):
+    """A suite's adapter in miniature: its own clock truncates at OWN_LIMIT steps (restarting at
+    each reset), a random tenth of the steps terminate, and SuiteEnv adds our time limit."""
+
+    OWN_LIMIT = 5
+
+    def own_truncation_interval(self):
+        return self.OWN_LIMIT
+
+    def reset_env(self, key, params):
+        x = jax.random.uniform(key)
+        return jnp.stack([0.0, x]), (jnp.int32(0), x)
+
+    def step_env(self, key, inner, action, params):
+        clock, x = inner
+        clock, x = clock + 1, x + action.astype(jnp.float32) - 0.5
+        obs = jnp.stack([clock.astype(jnp.float32), x])
+        return obs, (clock, x), x, jax.random.uniform(key) < 0.1, clock >= self.OWN_LIMIT
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+    def observation_space(self, params=None):
+        return spaces.Box(-jnp.inf, jnp.inf, (2,), jnp.float32)
+
+
+def test_max_truncations_follows_a_suites_clock_and_ours():
+    """A suite's truncations are at least the shorter of its clock's limit and ours apart; a suite
+    that never truncates by itself is truncated only by our limit; one that says nothing, anywhere."""
+    wrapped = EpisodeStatistics(ClockSuite(max_steps_in_episode=7))
+    assert [max_truncations(wrapped, wrapped.default_params, t) for t in (5, 6, 16)] == [1, 2, 4]
+    assert max_truncations(ClockSuite(max_steps_in_episode=3), None, 16) == 6  # ours is the shorter
+    never = type("Never", (ClockSuite,), {"own_truncation_interval": lambda self: math.inf})
+    assert max_truncations(never(), None, 16) == 1 and max_truncations(never(max_steps_in_episode=4), None, 16) == 4
+    unknown = type("Unknown", (ClockSuite,), {"own_truncation_interval": lambda self: None})
+    assert max_truncations(unknown(max_steps_in_episode=7), None, 16) == 16
+
+
+def test_a_suites_bound_values_the_same_bootstraps_as_every_step():
+    """Over 16 steps of the clock suite (its clock truncating every 5 steps, ours at 12), the
+    rollout that values 4 truncated steps per env agrees with the one that values every step
+    (ours alone would allow 2)."""
+    env = EpisodeStatistics(ClockSuite(max_steps_in_episode=12))
+    params = env.default_params
+    policy = make_policy(SMALL_NET, (2,), env.action_space(params))
+    rollouts = [make_rollout(env, params, policy, num_envs=8, num_steps=16, gamma=GAMMA, gae_lambda=GAE_LAMBDA,
+                             max_truncations=k) for k in (None, 16)]
+    policy_params = policy.init(jax.random.PRNGKey(1))
+    state = rollouts[0].init(jax.random.PRNGKey(2))
+    (_, traj), (_, reference) = (jax.jit(r.collect)(policy_params, state) for r in rollouts)
+    assert np.sum(traj.truncated) >= 8 and np.any(traj.terminated)
+    assert np.max(np.sum(traj.truncated, axis=0)) >= 3  # an env truncated 3+ times: the bound is used
+    chex.assert_trees_all_close(traj, reference, rtol=1e-5, atol=1e-6)
 
 
 def test_valuing_every_step_gives_the_same_trajectory():

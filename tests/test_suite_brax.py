@@ -20,6 +20,7 @@ from gymnax.environments import spaces
 
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.envs import make_env
+from jaxrl_async.envs.wrappers import max_truncations
 from jaxrl_async.envs.suites import make_suite_env, suite_env_ids
 from jaxrl_async.envs.suites.functional import SuiteState
 from jaxrl_async.trainer.training import train
@@ -200,6 +201,8 @@ def test_make_env_wraps_the_adapter_and_keeps_state_arrays():
     env, params = make_env(PENDULUM, backend=BACKEND)
     _, state = env.reset(jax.random.PRNGKey(0), params)
     assert all(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(state))  # checkpointable
+    # Brax truncates only at our time limit (1000 steps): the rollout values one truncated step an env
+    assert max_truncations(env, params, 128) == 1 and max_truncations(env, params, 1001) == 2
 
 
 # ------------------------------------------------------------------ runs through train()

@@ -24,6 +24,7 @@ from craftax.craftax_env import make_craftax_env_from_name
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.suites import craftax, suite_env_ids
+from jaxrl_async.envs.wrappers import max_truncations
 from jaxrl_async.trainer.training import train
 
 CLASSIC = "Craftax-Classic-Symbolic-v1"
@@ -157,6 +158,8 @@ def test_env_kwargs_set_craftax_params_and_name_the_unknown():
     with pytest.raises(ValueError, match=r"has no setting \['max_steps_in_episode'\]: env_kwargs may set its "
                                          r"EnvParams \[.*'max_timesteps'"):
         craftax.make(CLASSIC, max_steps_in_episode=10)
+    # Craftax's clock restarts at each reset: 16 steps hold 4 truncations at its 5-step limit
+    assert max_truncations(craftax.make(CLASSIC, max_timesteps=5), None, 16) == 4
     with pytest.raises(ValueError, match="max_timesteps=0 must be >= 1"):
         craftax.make(CLASSIC, max_timesteps=0)
     with pytest.raises(ValueError, match="did you mean 'craftax:Craftax-Classic-Symbolic-v1'"):

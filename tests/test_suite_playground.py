@@ -20,6 +20,7 @@ from mujoco_playground import dm_control_suite, locomotion
 
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.envs.suites import make_suite_env, suite_env_ids
+from jaxrl_async.envs.wrappers import max_truncations
 from jaxrl_async.trainer.training import train
 
 CARTPOLE = "playground:CartpoleBalance"
@@ -49,6 +50,9 @@ def test_spaces_time_limit_and_cpu_impl():
     assert env.default_params.max_steps_in_episode == 1000  # the env config's episode_length
     assert env.unwrapped_suite_env.mjx_model.impl.value == "jax"  # 'auto' on the CPU
     assert make_suite_env(CARTPOLE, episode_length=7).default_params.max_steps_in_episode == 7
+    # Playground truncates only at our time limit: the rollout values that many truncated steps an env
+    assert max_truncations(env, env.default_params, 128) == 1
+    assert max_truncations(make_suite_env(CARTPOLE, episode_length=7), None, 16) == 3
     assert env.auto_reset == "full"  # a fresh start every episode: reset_where resets only the ended envs
 
 

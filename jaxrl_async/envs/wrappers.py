@@ -12,6 +12,7 @@ objects hold no state; all state lives in the pytree they return.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -19,6 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
+
+from jaxrl_async.envs.suites.functional import SuiteEnv
 
 
 class Wrapper:
@@ -231,14 +234,20 @@ def max_truncations(env: Any, params: Any, num_steps: int) -> int:
     the step count restarting at each reset) two truncations of one env are at least
     L = `max_steps_in_episode` steps apart, so T steps hold at most floor((T - 1) / L) + 1.
     That holds where the env is a gymnax `Environment` stepped by gymnax's own `step` under that
-    rule, wrapped only by this module's wrappers; for any other env every step may be one (T).
+    rule, and where it is a suite's adapter that knows its truncations' spacing
+    (`SuiteEnv.truncation_interval`), wrapped only by this module's wrappers; for any other env
+    every step may be one (T).
     """
     inner = env
     while type(inner) in _ONE_STEP_WRAPPERS:
         inner = inner._env
-    limit = getattr(params, "max_steps_in_episode", None)
-    gymnax_rule = (isinstance(inner, environment.Environment) and type(inner).step is environment.Environment.step
-                   and type(inner).is_truncated is environment.Environment.is_truncated)
-    if gymnax_rule and isinstance(limit, (int, np.integer)) and limit >= 1:
-        return min(num_steps, (num_steps - 1) // int(limit) + 1)
-    return num_steps
+    if isinstance(inner, SuiteEnv):
+        interval = inner.truncation_interval(params)
+    else:
+        limit = getattr(params, "max_steps_in_episode", None)
+        gymnax_rule = (isinstance(inner, environment.Environment) and type(inner).step is environment.Environment.step
+                       and type(inner).is_truncated is environment.Environment.is_truncated)
+        interval = int(limit) if gymnax_rule and isinstance(limit, (int, np.integer)) and limit >= 1 else None
+    if interval is None:
+        return num_steps
+    return min(num_steps, (num_steps - 1) // interval + 1) if interval < math.inf else 1

@@ -17,6 +17,7 @@ those for their trainers; we use none of them). So:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -80,6 +81,9 @@ class BraxApiEnv(SuiteEnv):
     def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[Any, tuple]:
         state = self._env.reset(key)
         return state.obs, self._leaves_like_reset(state)
+
+    def own_truncation_interval(self) -> float:
+        return math.inf  # the suites' step ends an episode only by its task: the time limit is ours
 
     def step_env(self, key: jax.Array, inner: tuple, action: jax.Array, params: SuiteParams) -> tuple:
         # the suites' step takes no key: what randomness a step needs lives in its state

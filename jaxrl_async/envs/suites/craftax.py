@@ -82,6 +82,9 @@ class CraftaxEnv(SuiteEnv):
     def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[jax.Array, Any]:
         return self._env.reset_env(key, self.craftax_params)
 
+    def own_truncation_interval(self) -> int:
+        return int(self.craftax_params.max_timesteps)  # its clock, restarted by each reset
+
     def step_env(self, key: jax.Array, inner: Any, action: jax.Array, params: SuiteParams) -> tuple:
         obs, inner, reward, done, _ = self._env.step_env(key, inner, action, self.craftax_params)
         # the suite's own terminal test without its time limit: lava, death, the boss beaten

@@ -27,6 +27,7 @@ where `step_env` never resets, `terminated` is the task's end (no bootstrap past
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import jax
@@ -82,6 +83,21 @@ class SuiteEnv:
 
     def action_space(self, params: Any = None) -> Any:
         raise NotImplementedError
+
+    def own_truncation_interval(self) -> float | None:
+        """The fewest steps between two of the suite's own truncations of one env (its clock
+        restarting at each reset); `math.inf` where `step_env` never truncates; None (this
+        default) where any step may be one."""
+        return None
+
+    def truncation_interval(self, params: SuiteParams | None = None) -> float | None:
+        """The fewest steps between two truncations of one env, or None where any step may be
+        one. The suite's clock and ours (`max_steps_in_episode`) both restart at every episode's
+        end, so two truncations are at least the shorter of the two limits apart. The rollout
+        values only that many truncated steps' pre-reset observations (`core.bootstrap`)."""
+        own = self.own_truncation_interval()
+        limit = (self._params if params is None else params).max_steps_in_episode
+        return None if own is None else min(own, limit or math.inf)
 
     def observation_space(self, params: Any = None) -> Any:
         raise NotImplementedError
