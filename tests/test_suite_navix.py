@@ -15,6 +15,7 @@ import pytest
 
 from gridworld_checks import check_suite_runs, learn_preset, run_actions, suite_runs
 from jaxrl_async.envs import make_env
+from jaxrl_async.envs.wrappers import max_truncations
 from jaxrl_async.envs.spaces import observation_shapes
 from jaxrl_async.envs.suites import suite_env_ids
 
@@ -76,6 +77,10 @@ def test_spaces_ids_and_bad_kwargs():
     assert observation_shapes(env.observation_space(params)) == (5, 5, 3)
     env, params = make_env(ENV, observation="symbolic_first_person")
     assert observation_shapes(env.observation_space(params)) == (7, 7, 3)
+    # navix's step count restarts with each episode (above): 16 steps hold 4 truncations at its 5-step
+    # limit, 8 at ours of 2
+    assert max_truncations(*make_env(ENV, max_steps=5), 16) == 4
+    assert max_truncations(*make_env(ENV, max_steps=5, max_steps_in_episode=2), 16) == 8
     ids = suite_env_ids("navix")
     assert len(ids) == len(navix.registry()) and ENV in ids and "navix:Navix-DoorKey-8x8-v0" in ids
     with pytest.raises(ValueError, match="observation='pixels' is not one of navix's observations"):

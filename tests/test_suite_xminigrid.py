@@ -23,6 +23,7 @@ from xminigrid.core.rules import EmptyRule
 
 from gridworld_checks import check_suite_runs, learn_preset, run_actions, suite_runs
 from jaxrl_async.envs import make_env
+from jaxrl_async.envs.wrappers import max_truncations
 from jaxrl_async.envs.spaces import observation_shapes
 from jaxrl_async.envs.suites import suite_env_ids
 
@@ -78,6 +79,8 @@ def test_spaces_and_ids():
     assert observation_shapes(env.observation_space(params)) == (7, 7, 2)
     env, params = make_env(ENV, view_size=5)
     assert observation_shapes(env.observation_space(params)) == (5, 5, 2)
+    # xminigrid's step count restarts with each episode (above): 16 steps hold 4 truncations at 5 steps
+    assert max_truncations(*make_env(ENV, max_steps=5), 16) == 4
     ids = suite_env_ids("xminigrid")
     assert len(ids) == len(xminigrid.registered_environments()) and "xminigrid:MiniGrid-DoorKey-8x8" in ids
     with pytest.raises(ValueError, match=r"env_kwargs \['colour'\] are not xminigrid params"):

@@ -65,6 +65,9 @@ class NavixEnv(SuiteEnv):
         timestep = self._env.reset(key, self._cache)
         return timestep.observation, timestep
 
+    def own_truncation_interval(self) -> int:
+        return int(self._env.max_steps)  # navix truncates at `t >= max_steps`, t restarted by each reset
+
     def step_env(self, key: jax.Array, timestep: Any, action: jax.Array, params: SuiteParams) -> tuple:
         # `_step`, not `step`: navix's `step` would reset one call after the end (module docstring)
         timestep = self._env._step(timestep, jnp.asarray(action, jnp.int32))

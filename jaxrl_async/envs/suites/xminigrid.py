@@ -65,6 +65,10 @@ class XMiniGridEnv(SuiteEnv):
         timestep = self._env.reset(self._env_params, key)
         return timestep.observation, timestep
 
+    def own_truncation_interval(self) -> int:
+        # xminigrid truncates at `step_num == max_steps`, step_num restarted by each reset
+        return int(self._env_params.max_steps)
+
     def step_env(self, key: jax.Array, timestep: Any, action: jax.Array, params: SuiteParams) -> tuple:
         timestep = self._env.step(self._env_params, timestep, jnp.asarray(action, jnp.int32))
         last = timestep.step_type == _LAST
