@@ -159,6 +159,11 @@ def test_suites_rollout_against_the_suites_raw_step(quick_report):
     assert ours["ratio_to_raw_env"] == pytest.approx(rate["ours"] / rate["raw"])
     assert ours["ratio_to_env_with_resets"] == pytest.approx(rate["ours"] / rate["env"])
     assert env["ratio_to_raw_env"] == pytest.approx(rate["env"] / rate["raw"])
+    # the least a PPO rollout does (PureJaxRL's), timed in the same turns
+    minimal = results["suites/minimal/navix:Navix-Empty-5x5-v0/envs=8"]
+    assert minimal["repeats"] == 2 and minimal["ratio_to_raw_env"] == pytest.approx(
+        minimal["steps_per_second"]["median"] / rate["raw"])
+    assert ours["ratio_to_minimal_rollout"] == pytest.approx(rate["ours"] / minimal["steps_per_second"]["median"])
     acting = results["suites/acting/navix:Navix-Empty-5x5-v0/envs=8"]
     split = ours["ms_per_step"]
     assert split["acting"] == pytest.approx(1e3 * acting["median_s"] / 16)  # 16 steps in the quick run

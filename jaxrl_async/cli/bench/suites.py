@@ -18,6 +18,11 @@ rollout's time after `env` and `acting` is its records (every step's observation
 observation, `[T, B, ...]`), the carried statistics and GAE. The programs are compiled first and
 then timed in alternation, call by call, so a noisy stretch of the machine falls on all alike. A
 suite that is not installed is skipped with a note.
+
+A fifth row, `minimal`, is the floor for a rollout that trains PPO: PureJaxRL's rollout over the
+same env, policy and records the update reads, without the pre-reset observation (so without the
+truncation bootstrap). `ratio_to_minimal_rollout` is rollout / minimal: what our extra records and
+honest truncation cost.
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ import jax.numpy as jnp
 
 from jaxrl_async.cli.bench.measure import time_alternately
 from jaxrl_async.config import TrainConfig
+from jaxrl_async.core.advantages import batched_gae
 from jaxrl_async.envs import make_env
+from jaxrl_async.envs.spaces import as_observation
 from jaxrl_async.envs.suites import split_suite_id
 from jaxrl_async.trainer.build import build, init_state
 
@@ -88,6 +95,40 @@ def acting_steps(policy, num_envs: int, num_steps: int):
     return run
 
 
+def minimal_rollout_steps(env, params, policy, num_envs: int, num_steps: int, gamma: float = 0.99,
+                          gae_lambda: float = 0.95):
+    """`(params, env states, observations, key) -> ...`: the least an auto-resetting rollout that
+    trains PPO does, as PureJaxRL's does it: the env as the rollout steps it (the adapter's
+    auto-resetting step, the action clipped, the episode statistics), the policy's act, the records
+    the update reads (observation, action, reward, done, value, log-probability, each `[T, B]`),
+    the last observation's value and GAE over the done flags. It keeps no pre-reset observation, so
+    it cannot bootstrap a truncated episode: the floor of `rollout`'s work, not a rollout we would
+    ship."""
+    step_env = jax.vmap(env.step, (0, 0, 0, None))
+
+    def run(policy_params, state, obs, key):
+        def body(carry, _):
+            state, obs, key = carry
+            key, act_key, step_key = jax.random.split(key, 3)
+            dist, value, _ = policy.step(policy_params, obs, policy.initial_carry((num_envs,)))
+            action = dist.sample(act_key)
+            next_obs, state, reward, terminated, truncated, _ = step_env(
+                jax.random.split(step_key, num_envs), state, action, params)
+            next_obs = as_observation(policy.obs_shape, next_obs)  # the dtypes the policy takes, as the rollout
+            record = (obs, action, reward, terminated | truncated, value, dist.log_prob(action))
+            return (state, next_obs, key), record
+
+        (state, obs, key), (observations, actions, rewards, dones, values, log_probs) = jax.lax.scan(
+            body, (state, obs, key), None, num_steps)
+        _, last_value, _ = policy.step(policy_params, obs, policy.initial_carry((num_envs,)))
+        discount = gamma * (1.0 - dones.astype(jnp.float32))
+        next_values = jnp.concatenate([values[1:], last_value[None]])
+        advantage = batched_gae(rewards.astype(jnp.float32), discount, values, next_values, gae_lambda)
+        return (state, obs, key), (observations, actions, log_probs, advantage)
+
+    return run
+
+
 def suites(quick: bool, repeats: int) -> dict:
     results = {}
     env_ids = (QUICK_ENV,) if quick else SUITE_ENVS
@@ -110,12 +151,17 @@ def suites(quick: bool, repeats: int) -> dict:
                 "env": (raw_steps(env, params, num_envs, num_steps, resets=True), (env_state, jax.random.PRNGKey(1))),
                 "acting": (acting_steps(c.rollout.policy, num_envs, num_steps),
                            (state.learner.params, state.rollout.obs, jax.random.PRNGKey(2))),
+                "minimal": (minimal_rollout_steps(env, params, c.rollout.policy, num_envs, num_steps),
+                            (state.learner.params, state.rollout.env_state, state.rollout.obs,
+                             jax.random.PRNGKey(3))),
                 "rollout": (c.rollout.collect, (state.learner.params, state.rollout))}
             rows = {name: row.as_dict(num_envs * num_steps)
                     for name, row in time_alternately(programs, repeats=repeats).items()}
             rate = {name: row["steps_per_second"]["median"] for name, row in rows.items()}
             rows["rollout"]["ratio_to_raw_env"] = rate["rollout"] / rate["raw"]
             rows["rollout"]["ratio_to_env_with_resets"] = rate["rollout"] / rate["env"]
+            rows["rollout"]["ratio_to_minimal_rollout"] = rate["rollout"] / rate["minimal"]
+            rows["minimal"]["ratio_to_raw_env"] = rate["minimal"] / rate["raw"]
             rows["env"]["ratio_to_raw_env"] = rate["env"] / rate["raw"]
             ms = {name: 1e3 * row["median_s"] / num_steps for name, row in rows.items()}
             rows["rollout"]["ms_per_step"] = {"env_with_resets": ms["env"], "acting": ms["acting"],
