@@ -93,8 +93,9 @@ class SuiteEnv:
     def truncation_interval(self, params: SuiteParams | None = None) -> float | None:
         """The fewest steps between two truncations of one env, or None where any step may be
         one. The suite's clock and ours (`max_steps_in_episode`) both restart at every episode's
-        end, so two truncations are at least the shorter of the two limits apart. The rollout
-        values only that many truncated steps' pre-reset observations (`core.bootstrap`)."""
+        end, so two truncations are at least the shorter of the two limits apart. The rollout then
+        values only as many truncated steps per env as that spacing allows in a fragment
+        (`envs.wrappers.max_truncations`, `core.bootstrap`), not every step."""
         own = self.own_truncation_interval()
         limit = (self._params if params is None else params).max_steps_in_episode
         return None if own is None else min(own, limit or math.inf)
