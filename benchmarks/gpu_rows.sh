@@ -9,10 +9,11 @@
 #   mujoco-core==4.0.0 mujoco-mjx==3.17.0 playground==0.2.0 craftax==1.6.1 jaxopt ml-collections trimesh==5.2.0
 # There (the device tool, carry [".gpu"]):  DEADLINE=540 bash benchmarks/gpu_rows.sh [PHASE ...]
 # Phases (default: peers rows breakout): peers (reference and PQN via benchmarks.peers: alternated,
-# both startups timed alike), rows (64 seeds, 2048x64, async), breakout (--preset none: rejax's
+# both startups timed alike; pqn: PQN alone), rows (2048x64, then seeds: 64 and 512 seeds, then
+# async: the reference and 2048x64 at --lag 1), breakout (--preset none: rejax's
 # config), suites (rollout / raw at 1024 envs for Brax, Playground and Craftax, with the suites'
 # wheels in .gpu/whl/suites; Craftax's four programs took over 130 s to compile on an H100),
-# bisect (the 2048x64 row under each tree in .gpu/trees, then this one). Results: one JSON
+# bisect (the 2048x64 row under each tree in .gpu/trees, then this one and rejax's). Results: one JSON
 # line per run in $OUT/results.jsonl, peers' tables in $OUT/peers-*.json, logs in $OUT/logs.txt.
 set -u
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -50,16 +51,25 @@ peers() {  # peers CASE ROUNDS
     --rounds $2 --rejax-repeats 2 --out $OUT/peers-$1.json 2>&1 | tail -4
 }
 BIG="--env CartPole-v1 --num-envs 2048 --num-steps 64 --num-minibatches 8 --total-timesteps 30000000"
+big_rejax() { peer big-rejax CartPole-v1 2048 64 4 8 3e7 0 1; }
+seeds() {
+  ours seeds64 --env CartPole-v1 --total-timesteps 500000 --num-seeds 64
+  peer seeds64-rejax CartPole-v1 4 128 4 4 5e5 64 1
+  ours seeds512 --env CartPole-v1 --total-timesteps 500000 --num-seeds 512
+  peer seeds512-rejax CartPole-v1 4 128 4 4 5e5 512 1
+}
+async_rows() {
+  ours async-ref --env CartPole-v1 --total-timesteps 500000 --mode async --lag 1
+  ours async-big $BIG --mode async --lag 1
+}
 for phase in ${@:-peers rows breakout}; do
   echo "== $phase, $(left)s left"
   case $phase in
     peers) peers ppo 2; peers pqn 1 ;;
-    rows)
-      ours big $BIG; peer big-rejax CartPole-v1 2048 64 4 8 3e7 0 1
-      ours seeds64 --env CartPole-v1 --total-timesteps 500000 --num-seeds 64
-      peer seeds64-rejax CartPole-v1 4 128 4 4 5e5 64 1
-      ours async-ref --env CartPole-v1 --total-timesteps 500000 --mode async --lag 1
-      ours async-big $BIG --mode async --lag 1 ;;
+    pqn) peers pqn 1 ;;
+    rows) ours big $BIG; big_rejax; seeds; async_rows ;;
+    seeds) seeds ;;
+    async) async_rows ;;
     breakout)
       ours bo-big --env Breakout-MinAtar --preset none --num-envs 1024 --num-steps 64 --num-minibatches 8 --torso mlp --total-timesteps 20000000
       peer bo-big-rejax Breakout-MinAtar 1024 64 4 8 2e7 0 1
@@ -81,7 +91,7 @@ for key, row in S.suites(False, 5).items():
       # `python -m` puts the working directory first on the path: run each tree from its own folder
       shopt -s nullglob
       for tree in $H/trees/*/; do (cd $tree && PYTHONPATH=/tmp/site-ours:$tree ours "big@$(basename $tree)" $BIG); done
-      ours big@main $BIG ;;
+      ours big@main $BIG; big_rejax ;;
   esac
 done
 echo "== end, $(left)s left"
