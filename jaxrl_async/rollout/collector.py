@@ -123,14 +123,16 @@ def warm_up(compiled: Callable, *args) -> Any:
     Callers time this with the compilation, so `compile_s` holds all of it and the first
     host-sync window's steps/s is steady state like the others.
 
-    The copies are device-to-device copies with each array's placement (`may_alias=False`), not
-    `x.copy()`, whose jitted copy is a program of its own to compile for every leaf shape; an array
-    over several processes, which `device_put` does not copy, takes `x.copy()`.
+    On the CPU the copies are `jax.device_put(x, may_alias=False)`, which compiles nothing, where
+    `x.copy()` is a jitted copy, a program of its own for every leaf shape. Elsewhere they stay
+    `x.copy()`: on a GPU the fused loop ran slower in every window after a warm-up on
+    `device_put`'s copies, for reasons not found (docs/benchmarks.md, "the warm-up's copies"). An
+    array over several processes, which `device_put` does not copy, takes `x.copy()` too.
     """
     return jax.block_until_ready(compiled(*jax.tree.map(_copy, args)))
 
 
 def _copy(x):
-    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+    if isinstance(x, jax.Array) and (not x.is_fully_addressable or any(d.platform != "cpu" for d in x.devices())):
         return x.copy()
     return jax.device_put(x, may_alias=False)
