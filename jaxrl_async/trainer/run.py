@@ -187,8 +187,7 @@ class Run:
         else:
             run_dir = cfg.run_dir
         run_dir_lib.write_json(os.path.join(run_dir, run_dir_lib.CONFIG_FILE), cfg.to_dict())
-        sinks = sinks_lib.open_sinks(run_dir, cfg.env_steps, console, start_steps=start_update * cfg.batch_size,
-                                       tensorboard=cfg.tensorboard) + list(extra_sinks)
+        sinks = sinks_lib.open_sinks(run_dir, cfg.env_steps, console, tensorboard=cfg.tensorboard) + list(extra_sinks)
         return cls(cfg, evaluation, placement, run_dir=run_dir, sinks=sinks, start_update=start_update,
                    best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
                    last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start,

@@ -41,26 +41,30 @@ def _fmt_duration(seconds: float) -> str:
 
 class ConsoleSink:
     """A progress line (env steps, steps/s, episode return, evaluation, ETA), at most one per
-    `min_interval_s` except for evaluations and the final line."""
+    `min_interval_s` except for evaluations and the final line.
 
-    def __init__(self, total_env_steps: int, start_steps: int = 0, stream: TextIO | None = None,
-                 min_interval_s: float = 1.0):
+    The ETA is the wall clock's rate since the first record (evaluations and checkpoints
+    included); at the first record, whose window began before the programs compiled, it is that
+    window's training rate (`steps_per_second` over its seeds), so a long compile does not pass
+    for slow training."""
+
+    def __init__(self, total_env_steps: int, stream: TextIO | None = None, min_interval_s: float = 1.0):
         self.total = total_env_steps
         self.stream = stream or sys.stdout
         self.min_interval_s = min_interval_s
         self._last_print = -math.inf
-        self._start_steps = start_steps
-        self._start = time.perf_counter()
+        self._first: tuple[float, int] | None = None  # (time, env steps) of the first record
 
     def write(self, record: dict) -> None:
         now = time.perf_counter()
         steps = record["env_steps"]
+        if self._first is None:
+            self._first = (now, steps)
         final = steps >= self.total
         if not (final or "eval_return_mean" in record or now - self._last_print >= self.min_interval_s):
             return
         self._last_print = now
-        rate = (steps - self._start_steps) / max(now - self._start, 1e-9)  # per seed, wall clock
-        eta = (self.total - steps) / rate if rate > 0 else 0.0
+        eta = (self.total - steps) / rate if (rate := self._rate(now, steps, record)) > 0 else 0.0
         ret = record.get("episode_return_mean")
         evaluation = record.get("eval_return_mean")
         sps = record.get("steps_per_second")
@@ -71,6 +75,14 @@ class ConsoleSink:
                  f"loss {record['loss']:.3f}" if record.get("loss") is not None else "",
                  f"eta {_fmt_duration(eta)}"]
         print("  ".join(p for p in parts if p), file=self.stream, flush=True)
+
+    def _rate(self, now: float, steps: int, record: dict) -> float:
+        """Env steps per second of one seed (`env_steps` counts one seed's)."""
+        first_time, first_steps = self._first
+        if steps > first_steps:
+            return (steps - first_steps) / max(now - first_time, 1e-9)
+        window_rate = record.get("steps_per_second")
+        return window_rate / record.get("num_seeds", 1) if window_rate else 0.0
 
     def close(self) -> None:
         pass
@@ -98,12 +110,12 @@ class TensorBoardSink:
 
 
 def open_sinks(run_dir: str | None, total_env_steps: int, console: bool = True, *,
-               start_steps: int = 0, tensorboard: bool = False) -> list:
+               tensorboard: bool = False) -> list:
     sinks: list = []
     if tensorboard:
         sinks.append(TensorBoardSink(os.path.join(run_dir, "tensorboard")))
     if console:
-        sinks.append(ConsoleSink(total_env_steps, start_steps))
+        sinks.append(ConsoleSink(total_env_steps))
     if run_dir is not None:
         sinks.append(JsonlSink(os.path.join(run_dir, METRICS_FILE)))
     return sinks
