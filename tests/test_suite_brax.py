@@ -253,22 +253,30 @@ def test_pendulum_fused_run_resumes_to_the_same_bits(tmp_path):
 # ------------------------------------------------------------------ learning
 
 
-LEARNING_SEEDS = 3
+LEARNING_SEEDS, SEEDS_THAT_MUST_LEARN = 8, 6
 # Within a 200-step limit (spring backend), over 64 episodes: uniform random actions hold the pole up for
 # 23.2 steps on average (69 at most), no force at all for 71.7 (148 at most); a trained policy for all 200
 ZERO_FORCE_RETURN = 71.7
-LEARNED_RETURN = 120.0  # measured at this budget: 200.0, 143.6, 200.0 over the 3 seeds
+LEARNED_RETURN = 120.0
 
 
 @pytest.mark.slow
 def test_ppo_balances_the_inverted_pendulum(tmp_path):
-    """Every seed's greedy return well above what no force at all gets (71.7 of 200), within 164k steps."""
+    """Greedy returns well above what no force at all gets (71.7 of 200) on at least 6 seeds of 8,
+    within 328k steps.
+
+    The rule is over 8 seeds because a seed's result hangs on the float code XLA makes: measured on a
+    2-core AMD EPYC, compiled as here the 8 seeds end at 149.2, 200, 200, 200, 200, 195.2, 200, 200,
+    and the same program compiled fast (`fast_compile`, another rounding of the same maths, as
+    another CPU's may be) at 200, 200, 200, 101.9, 200, 195.2, 200, 200. The budget before, half the
+    steps at Adam 3e-3 with every seed of 3 asked to reach 120, gave 128.2-200 over 8 seeds compiled as
+    here, and compiled fast two seeds of 8 under 120 (99, 87.2), two of 3 (99, 114)."""
     cfg = TrainConfig(env=PENDULUM, env_kwargs=(f"backend={BACKEND}", "episode_length=200"), num_envs=16,
-                      num_steps=64, total_timesteps=16 * 64 * 160, num_seeds=LEARNING_SEEDS, normalize_obs=True,
+                      num_steps=64, total_timesteps=16 * 64 * 320, num_seeds=LEARNING_SEEDS, normalize_obs=True,
                       eval_episodes=8, eval_interval=0, checkpoint_interval=0, run_dir=str(tmp_path / "learn"),
                       network=NetworkConfig(hidden_sizes=(32, 32)),
-                      learner=LearnerConfig(update_epochs=4, num_minibatches=4, learning_rate=3e-3, gamma=0.99))
+                      learner=LearnerConfig(update_epochs=4, num_minibatches=4, learning_rate=1e-3, gamma=0.99))
     result = train(cfg, console=False)
     returns = np.asarray(result.summary["final_eval_return"])
     assert returns.shape == (LEARNING_SEEDS,)
-    assert (returns >= LEARNED_RETURN).all(), f"greedy returns {returns} over {LEARNING_SEEDS} seeds"
+    assert (returns >= LEARNED_RETURN).sum() >= SEEDS_THAT_MUST_LEARN, f"greedy returns {returns}"
