@@ -9,7 +9,8 @@
 #   mujoco-core==4.0.0 mujoco-mjx==3.17.0 playground==0.2.0 craftax==1.6.1 jaxopt ml-collections trimesh==5.2.0
 # There (the device tool, carry [".gpu"]):  DEADLINE=540 bash benchmarks/gpu_rows.sh [PHASE ...]
 # Phases (default: peers rows breakout): peers (reference and PQN via benchmarks.peers: alternated,
-# both startups timed alike; pqn: PQN alone), rows (2048x64, then seeds: 64 and 512 seeds, then
+# both startups timed alike; pqn: PQN alone), rows (big: 2048x64, then seeds: 64 and 512 seeds
+# (seeds64: 64 alone), then
 # async: the reference and 2048x64 at --lag 1), breakout (--preset none: rejax's
 # config), suites (rollout / raw at 1024 envs for Brax, Playground and Craftax, with the suites'
 # wheels in .gpu/whl/suites; Craftax's four programs took over 130 s to compile on an H100),
@@ -68,7 +69,10 @@ for phase in ${@:-peers rows breakout}; do
     peers) peers ppo 2; peers pqn 1 ;;
     pqn) peers pqn 1 ;;
     rows) ours big $BIG; big_rejax; seeds; async_rows ;;
+    big) ours big $BIG; big_rejax ;;
     seeds) seeds ;;
+    seeds64) ours seeds64 --env CartPole-v1 --total-timesteps 500000 --num-seeds 64
+      peer seeds64-rejax CartPole-v1 4 128 4 4 5e5 64 1 ;;
     async) async_rows ;;
     breakout)
       ours bo-big --env Breakout-MinAtar --preset none --num-envs 1024 --num-steps 64 --num-minibatches 8 --torso mlp --total-timesteps 20000000
