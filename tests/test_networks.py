@@ -13,7 +13,7 @@ import pytest
 from gymnax.environments import spaces
 
 from jaxrl_async.config import NetworkConfig
-from jaxrl_async.core.distributions import Categorical, DiagGaussian, EpsilonGreedy, MultiCategorical
+from jaxrl_async.core.distributions import Categorical, DiagGaussian, EpsilonGreedy, MultiCategorical, pick
 from jaxrl_async.nets.actor_critic import make_policy, reset_carry
 from jaxrl_async.nets.sac import SquashedGaussian
 
@@ -35,6 +35,20 @@ def test_categorical_log_prob_matches_softmax_by_hand(jit):
     got = (jax.jit(log_prob) if jit else log_prob)(LOGITS, actions)
     expected = [math.log(_softmax_by_hand(row)[a]) for row, a in zip(LOGITS.tolist(), actions)]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_pick_is_the_indexed_entry_and_its_gradient_the_one_hot():
+    """`pick` (a select and a sum, for the CPU's sake) gives a gather's numbers bit for bit, the
+    other entries' infinities and NaNs left out, and a gather's gradient."""
+    values = np.array([[[1.5, -np.inf, 3.25], [np.nan, 0.1, -7.0]],
+                       [[2.0, 4.0, np.inf], [-0.5, -0.25, 1e30]]], np.float32)  # [2, 2, 3]
+    index = np.array([[0, 1], [1, 0]], np.int32)
+    expected = np.take_along_axis(values, index[..., None], axis=-1)[..., 0]
+    np.testing.assert_array_equal(np.asarray(jax.jit(pick)(values, index)), expected)
+    weights = jnp.arange(1.0, 5.0).reshape(2, 2)
+    finite = np.nan_to_num(values, nan=0.0, posinf=1.0, neginf=-1.0)
+    grad = jax.grad(lambda v: jnp.sum(weights * pick(v, index)))(finite)
+    np.testing.assert_array_equal(np.asarray(grad), np.asarray(weights)[..., None] * np.eye(3)[index])
 
 
 def test_categorical_log_prob_of_every_action_sums_to_one():

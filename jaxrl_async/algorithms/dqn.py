@@ -37,7 +37,7 @@ from jaxrl_async.algorithms.replay.learner import (ReplayState, begin_update, ho
 from jaxrl_async.algorithms.sgd import LearnerHyperparams
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision, observed_legal_actions
 from jaxrl_async.nets.q import make_q_policy
-from jaxrl_async.core.distributions import mask_scores
+from jaxrl_async.core.distributions import mask_scores, pick
 from jaxrl_async.core.optimizer import global_norm, make_optimizer, sgd_step
 from jaxrl_async.config import SpeedSettings
 from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
@@ -60,12 +60,12 @@ def q_learning_loss(q_values: Callable, network, target_network, batch: dict, do
     (weighted by `batch["weight"]` where prioritised replay gives it); metrics' `td_abs` is the
     per-transition `[N]` |TD error|, the rest scalars."""
     q = q_values(network, batch["obs"])  # [N, A]
-    q_taken = jnp.take_along_axis(q, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
+    q_taken = pick(q, batch["action"])
     q_next_target = q_values(target_network, batch["bootstrap_obs"])
     next_legal = observed_legal_actions(batch["bootstrap_obs"])  # None without action masks
     if double_q:
         best = jnp.argmax(mask_scores(q_values(network, batch["bootstrap_obs"]), next_legal), axis=-1)
-        q_next = jnp.take_along_axis(q_next_target, best[:, None], axis=-1)[:, 0]
+        q_next = pick(q_next_target, best)
     else:
         q_next = jnp.max(mask_scores(q_next_target, next_legal), axis=-1)
     target = jax.lax.stop_gradient(batch["n_step_return"] + batch["discount"] * q_next)

@@ -36,6 +36,7 @@ from jaxrl_async.algorithms.dqn import epsilon_schedule
 from jaxrl_async.algorithms.sgd import LearnerHyperparams, make_learner, replay_batch
 from jaxrl_async.config import SpeedSettings, check_minibatches
 from jaxrl_async.core.advantages import batched_q_lambda_returns, gae_inputs
+from jaxrl_async.core.distributions import pick
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
 from jaxrl_async.nets.q import QParams, make_q_policy
 from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
@@ -47,7 +48,7 @@ def td_loss(q_values: Callable, network, batch: dict) -> tuple[jax.Array, dict]:
     """0.5 * mean (Q(s, a) - G)^2 over a minibatch of transitions, G = `batch["target"]` (fixed:
     the returns are computed before the epochs, so no gradient reaches them)."""
     q = q_values(network, batch["obs"])  # [N, A]
-    q_taken = jnp.take_along_axis(q, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
+    q_taken = pick(q, batch["action"])
     td = batch["target"] - q_taken
     loss = 0.5 * jnp.mean(jnp.square(td))
     return loss, {"loss": loss, "q_mean": jnp.mean(q_taken), "td_abs_mean": jnp.mean(jnp.abs(td))}

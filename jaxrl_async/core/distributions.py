@@ -55,6 +55,15 @@ def mask_scores(scores: jax.Array, legal: jax.Array | None) -> jax.Array:
     return jnp.where(legal, scores, jnp.finfo(scores.dtype).min)
 
 
+def pick(values: jax.Array, index: jax.Array) -> jax.Array:
+    """`values[..., index]` `[...]` from `values` `[..., A]` and int `index` `[...]`: the one chosen
+    entry of each row, kept by a select and summed with the zeros beside it (the same number:
+    x + 0 is x). A gather's gradient is a scatter-add, a loop of its own on a CPU; a select's is a
+    select that fuses with its neighbours (PPO's minibatch step: one op fewer, and a faster one)."""
+    chosen = index[..., None].astype(jnp.int32) == jnp.arange(values.shape[-1], dtype=jnp.int32)
+    return jnp.sum(jnp.where(chosen, values, jnp.zeros_like(values)), axis=-1)
+
+
 @struct.dataclass
 class Categorical:
     logits: jax.Array  # [..., A] unnormalised log-probabilities
@@ -70,8 +79,7 @@ class Categorical:
         return self.sample_from_draw(self.draw(key))
 
     def log_prob(self, action: jax.Array) -> jax.Array:
-        log_p = jax.nn.log_softmax(self.logits, axis=-1)
-        return jnp.take_along_axis(log_p, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+        return pick(jax.nn.log_softmax(self.logits, axis=-1), action)
 
     def entropy(self) -> jax.Array:
         log_p = jax.nn.log_softmax(self.logits, axis=-1)
@@ -184,8 +192,7 @@ class EpsilonGreedy:
         return self.sample_from_draw(self.draw(key))
 
     def log_prob(self, action: jax.Array) -> jax.Array:
-        probs = jnp.take_along_axis(self._probs(), action[..., None].astype(jnp.int32), axis=-1)[..., 0]
-        return jnp.log(probs)
+        return jnp.log(pick(self._probs(), action))
 
     def entropy(self) -> jax.Array:
         probs = self._probs()
