@@ -4,10 +4,12 @@ through the CLI. EnvPool is in the dev extra, so CI runs these; elsewhere they s
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -15,7 +17,8 @@ pytest.importorskip("envpool")
 
 from jaxrl_async.cli.main import main  # noqa: E402
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig  # noqa: E402
-from jaxrl_async.trainer.build import build  # noqa: E402
+from jaxrl_async.rollout.host import actor_core  # noqa: E402
+from jaxrl_async.trainer.build import build, initial_states  # noqa: E402
 from jaxrl_async.envs.host.gymnasium import make_host_env  # noqa: E402
 from jaxrl_async.trainer.training import train  # noqa: E402
 
@@ -171,3 +174,58 @@ def test_cli_trains_and_evaluates_an_envpool_env(tmp_path, capsys):
 ])
 def test_env_groups_auto_splits_where_the_envs_step_off_the_thread(env, overrides, groups):
     assert build(TrainConfig(**{"env": env, "mode": "async", **overrides})).rollout.env_groups == groups
+
+
+def _threads_on(core: int) -> set[int]:
+    """This process's threads (Linux's /proc) that may run on `core` alone."""
+    found = set()
+    for tid in map(int, os.listdir("/proc/self/task")):
+        try:
+            if os.sched_getaffinity(tid) == {core}:
+                found.add(tid)
+        except OSError:  # a thread that ended meanwhile
+            pass
+    return found
+
+
+@pytest.mark.parametrize("env, overrides, shares", [
+    (CARTPOLE, {}, True),  # a classic-control step: a hand-over to the pool's thread, quickest on one core
+    (CARTPOLE, dict(env_groups=2), False),  # two groups step one while acting for the other: two cores
+    ("envpool:HalfCheetah-v4", {}, False),  # MuJoCo's longer steps pay for a core of their own (two groups)
+    ("envpool:HalfCheetah-v4", dict(env_groups=1), False),
+    ("gymnasium:CartPole-v1", {}, False),  # gymnasium's envs step in the actor's thread anyway
+])
+def test_an_actor_shares_its_core_with_its_envs_threads_only_where_a_step_is_a_quick_hand_over(env, overrides, shares):
+    r = build(TrainConfig(**{"env": env, "mode": "async", **overrides})).rollout
+    cores = sorted(os.sched_getaffinity(0))
+    expected = [cores[-1], cores[-2 % len(cores)]] if shares else [None, None]
+    assert [actor_core(r.spec, r.env_groups, index) for index in (0, 1)] == expected
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: every thread runs on it anyway")
+def test_a_one_group_envpool_actor_collects_on_one_core_with_its_pool_thread():
+    """The actor's thread runs on its core while it collects, then where it ran before; the pool it
+    makes at its first reset keeps the core (EnvPool's thread inherits its maker's), and the
+    process's other threads are left alone."""
+    c = build(TrainConfig(env=CARTPOLE, mode="async", num_envs=4, num_steps=8, devices=1))
+    state = initial_states(c)
+    device = jax.devices()[0]
+    actor = c.rollout.actor(list(range(4)), device, jax.sharding.SingleDeviceSharding(device))
+    cores = set(os.sched_getaffinity(0))
+    assert actor.core == max(cores)
+    before = _threads_on(actor.core)
+    seen = {}
+
+    def collect():
+        _, trajectory = actor.collect(state.learner.params, state.rollout)
+        seen["after"] = os.sched_getaffinity(0)
+        return trajectory
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        trajectory = pool.submit(collect).result()
+    try:
+        assert trajectory.reward.shape == (1, 8, 4)
+        assert seen["after"] == cores and os.sched_getaffinity(0) == cores
+        assert len(_threads_on(actor.core) - before) >= 1  # the pool's thread, on the actor's core
+    finally:
+        actor.close()

@@ -3,6 +3,7 @@ episode ends are known, the host actor's trajectory step by step, determinism, r
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 
@@ -16,6 +17,7 @@ from jaxrl_async.cli.main import main
 from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.config import NetworkConfig, TrainConfig
 from jaxrl_async.envs.host.gymnasium import make_host_env
+from jaxrl_async.rollout.host import on_core
 from jaxrl_async.trainer.training import train
 from host_envs_helpers import NESTED_ID, SCRIPTED_ID, TEXT_ID, register  # tests/host_envs_helpers.py
 
@@ -362,3 +364,25 @@ def test_ctrl_c_stops_a_host_env_run_at_a_sync_with_a_checkpoint(tmp_path, capsy
     assert "interrupt: finishing the current step" in capsys.readouterr().out
     assert not result.completed and result.summary["updates_done"] < cfg.num_updates
     assert ckpt.load(result.summary["checkpoint"])["counters"]["updates"] == result.summary["updates_done"]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no thread affinity on this system")
+def test_on_core_runs_a_block_on_one_core_then_where_it_ran():
+    """Inside the block the thread and a thread it starts run on the core alone; after it, and with
+    None or a core the system refuses, the thread runs where it did; other threads are untouched."""
+    cores = set(os.sched_getaffinity(0))
+    core = min(cores)
+
+    def body():
+        with on_core(core), concurrent.futures.ThreadPoolExecutor(1) as child:
+            inside = os.sched_getaffinity(0), child.submit(os.sched_getaffinity, 0).result()
+        with on_core(None):
+            untouched = os.sched_getaffinity(0)
+        with on_core(max(cores) + 4096):  # no such core: refused, run where it is
+            refused = os.sched_getaffinity(0)
+        return inside, untouched, refused, os.sched_getaffinity(0)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        inside, untouched, refused, after = pool.submit(body).result()
+    assert inside == ({core}, {core})
+    assert untouched == refused == after == cores and os.sched_getaffinity(0) == cores

@@ -17,6 +17,8 @@ run restarts its episodes. Host envs train one seed (the `[1]` axis the learner 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import os
 import time
 from typing import Any, Callable
 
@@ -94,6 +96,39 @@ def _observe_and_act(policy: Policy, params, stats: RunningMeanStd, obs, final_p
     obs_in = stats.normalize(obs)
     return (*_act(policy, params, obs_in, carry, reset, _drawn(draw), False, noise, correlation), stats, obs_in,
             stats.normalize(final_prev))
+
+
+def actor_core(spec: HostEnvSpec, env_groups: int, index: int) -> int | None:
+    """The core actor `index` runs on with its envs' threads, or None (anywhere): where the envs
+    step on threads of their own faster than another core wakes for them
+    (`HostEnvSpec.shares_actor_core`) and the actor steps them as one group (two groups step one
+    while acting for the other, which needs two cores). Actors take this thread's cores from the
+    last, round."""
+    if not (spec.shares_actor_core and env_groups == 1 and hasattr(os, "sched_setaffinity")):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    return cores[-1 - index % len(cores)]
+
+
+@contextlib.contextmanager
+def on_core(core: int | None):
+    """Run the calling thread (alone: Linux's affinity is a thread's) on `core` inside the block,
+    then where it ran before; threads it starts inside keep that core. A vector step of EnvPool's
+    CartPole x 4 is a hand-over to the pool's thread and back, which on one core costs a switch
+    and across two a wake-up of the other (docs/host_envs.md, "One core for the actor and its
+    pool"). None, or a system that refuses: the block runs where it is."""
+    before = None
+    if core is not None:
+        try:
+            before = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, {core})
+        except OSError:  # a core this thread may not use (a container's limits): stay where it is
+            before = None
+    try:
+        yield
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
 
 
 class HostRollout:
@@ -178,10 +213,10 @@ class HostRollout:
         raise ValueError("a host env (gymnasium:...) is stepped by the async mode's actor thread, not inside "
                          "a jitted program: use --mode async")
 
-    def actor(self, seeds: list[int], device: Any, out_sharding: Any) -> "HostActor":
-        """One actor thread's share: these envs, acting on `device`, the trajectory put on `out_sharding`."""
+    def actor(self, seeds: list[int], device: Any, out_sharding: Any, index: int = 0) -> "HostActor":
+        """Actor `index`'s share: these envs, acting on `device`, the trajectory put on `out_sharding`."""
         envs = [self.spec.make_vec(self.num_envs // self.env_groups) for _ in range(self.env_groups)]
-        return HostActor(self, envs, seeds, device, out_sharding)
+        return HostActor(self, envs, seeds, device, out_sharding, core=actor_core(self.spec, self.env_groups, index))
 
     def make_actor(self, placement, state, *, device, num_seeds: int, seed: int, start: int,
                    num_actors: int, program=None) -> "HostActors":
@@ -229,8 +264,9 @@ class HostActor:
     """
 
     def __init__(self, rollout: HostRollout, envs: list[HostVecEnv], seeds: list[int], device: Any,
-                 out_sharding: Any):
+                 out_sharding: Any, core: int | None = None):
         self._r, self._envs, self._seeds = rollout, envs, seeds
+        self.core = core  # where `collect` runs, with the envs' threads it starts (`actor_core`)
         self._device, self._out = device, out_sharding
         size = rollout.num_envs // len(envs)
         self._groups = [slice(g * size, (g + 1) * size) for g in range(len(envs))]
@@ -246,6 +282,10 @@ class HostActor:
         return [jax.tree.map(lambda x: x[group], tree) for group in self._groups]
 
     def collect(self, params, state: RolloutState) -> tuple[RolloutState, Trajectory]:
+        with on_core(self.core):  # the envs' threads, started at the first reset, take the core too
+            return self._collect(params, state)
+
+    def _collect(self, params, state: RolloutState) -> tuple[RolloutState, Trajectory]:
         r, T = self._r, self._r.num_steps
         start = time.perf_counter()
         if params is not self._source:  # once per version: the store hands out the same object
@@ -361,7 +401,7 @@ class HostActors:
         self._out = jax.sharding.SingleDeviceSharding(placement.devices[0])
         parts = collector if self._n == 1 else collector.with_num_envs(per_actor)
         self._actors = [parts.actor(seeds[i * per_actor:(i + 1) * per_actor], device,
-                                    self._out if self._n == 1 else jax.sharding.SingleDeviceSharding(device))
+                                    self._out if self._n == 1 else jax.sharding.SingleDeviceSharding(device), index=i)
                         for i in range(self._n)]
         self._pool = concurrent.futures.ThreadPoolExecutor(self._n - 1) if self._n > 1 else None
         params = state.learner.params

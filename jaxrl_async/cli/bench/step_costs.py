@@ -25,6 +25,7 @@ from jaxrl_async.config import TrainConfig
 from jaxrl_async.envs.wrappers import max_truncations as env_truncation_bound
 from jaxrl_async.trainer.fused import compile_fused, fused_program
 from jaxrl_async.rollout.device import make_rollout
+from jaxrl_async.rollout.host import on_core
 from jaxrl_async.trainer.schedule import chunk_plan
 
 
@@ -89,8 +90,10 @@ def host_step_cost(quick: bool, repeats: int) -> dict:
     brought to the host (`act_us`), a jitted call that does nothing on an observation
     (`dispatch_floor_us`), and the actor's whole fragment over its steps (`fragment_us`: env, act,
     recording, the fragment's draws, GAE and the transfer). `env_bound_steps_per_second` is the rate
-    if acting, recording and learning cost nothing; `actor_to_env` the actor's share of it. Envs
-    whose extra (EnvPool, MuJoCo) is not installed are left out."""
+    if acting, recording and learning cost nothing; `actor_to_env` the actor's share of it. Where
+    the actor runs on one core with its envs' threads (`rollout.host.actor_core`),
+    `env_us_on_actor_core` is the envs alone stepped so too. Envs whose extra (EnvPool, MuJoCo) is
+    not installed are left out."""
     results = {}
     for env_id, groups in HOST_STEP_ROWS[:2] if quick else HOST_STEP_ROWS:
         try:
@@ -130,9 +133,9 @@ def _host_step_row(c, steps: int, repeats: int) -> dict:
     actions = [np.asarray(single.observe_and_act(params, stats, obs, obs, carry, reset, draws[t], noise)[0])
                for t in range(steps)]
 
-    def env_steps():
+    def env_steps(vec=envs):
         for action in actions:
-            envs.step(action)
+            vec.step(action)
 
     # the act call's other inputs as the actor passes them: its state's, and each step's draw on the host
     def act_calls():
@@ -151,8 +154,16 @@ def _host_step_row(c, steps: int, repeats: int) -> dict:
         ("fragment_us", fragment, cfg.num_steps), ("env_us", env_steps, steps), ("act_us", act_calls, steps),
         ("dispatch_floor_us", empty_calls, steps))}
     envs.close()
+    on_actor_core = {}
+    if actor.core is not None:  # the envs alone where the actor steps them: on its core, with their threads
+        with on_core(actor.core):
+            pinned = c.env.make_vec(num_envs)
+            pinned.reset(list(range(num_envs)))
+            on_actor_core = {"actor_core": actor.core,
+                             "env_us_on_actor_core": _median_us(lambda: env_steps(pinned), repeats, steps)}
+            pinned.close()
     actor.close()
-    return {**per_step_us, "num_envs": num_envs, "env_groups": r.env_groups,
+    return {**per_step_us, **on_actor_core, "num_envs": num_envs, "env_groups": r.env_groups,
             "actor_steps_per_second": 1e6 * num_envs / per_step_us["fragment_us"],
             "env_bound_steps_per_second": 1e6 * num_envs / per_step_us["env_us"],
             "actor_to_env": per_step_us["env_us"] / per_step_us["fragment_us"]}

@@ -130,6 +130,8 @@ def make_envpool_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
 
     # a task that repeats its simulator's step (MuJoCo, Atari: `frame_skip`) steps long enough for one
     # group's envs to step while the actor acts for the other; a classic-control step is shorter than
-    # the hand-over to the pool's thread (docs/host_envs.md, "Env groups")
+    # the hand-over to the pool's thread, which is quickest on the actor's own core (docs/host_envs.md,
+    # "Env groups" and "One core for the actor and its pool")
+    steps_long = "frame_skip" in spec.config._fields
     return HostEnvSpec(env_id, observation_space, action_space, spec.config.max_episode_steps, make_vec,
-                       double_buffers="frame_skip" in spec.config._fields)
+                       double_buffers=steps_long, shares_actor_core=not steps_long)

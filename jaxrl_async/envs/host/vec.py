@@ -155,6 +155,9 @@ class HostEnvSpec:
       double_buffers: whether the actor's two env groups pay (`--env-groups auto`): the envs step off
         the actor's thread (`HostVecEnv.step_async` returns at once) and a step costs more than the
         hand-over to the threads that make it.
+      shares_actor_core: whether the envs' own threads should run on the actor's core: they step
+        off the actor's thread, in less time than it takes to wake another core for them (EnvPool's
+        classic control), so a one-group actor runs on one core with them (`rollout.host.on_core`).
     """
 
     env_id: str
@@ -163,3 +166,4 @@ class HostEnvSpec:
     max_episode_steps: int | None
     make_vec: Callable[[int], HostVecEnv]
     double_buffers: bool = False
+    shares_actor_core: bool = False
