@@ -298,7 +298,7 @@ _PQN_BREAKOUT = dict(
 # PQN on the other MinAtar games at PPO's budget there (1e7): purejaxql's MinAtar config itself (2 epochs,
 # Adam 5e-4) with the 128x128 MLP, where Breakout's 4 epochs at 3e-3 fell apart over 1e7 steps on Asterix
 # (2.7 against 35.9); Freeway keeps Breakout's settings (65.1, the only ones run there), SpaceInvaders
-# takes 256x256 and epsilon decayed over a quarter of the run (172.0), the best of eighteen configs, all
+# takes 256x256 and epsilon decayed over a quarter of the run (172.0), the best of twenty configs, all
 # below PPO's 181.0 (docs/learners.md's table). Measured over 3 seeds each (experiments/results/pqn-minatar-1e7/).
 _PQN_MINATAR = dict(_PQN_BREAKOUT, total_timesteps=10_000_000,
                     learner={**_PQN_BREAKOUT["learner"], "update_epochs": 2, "learning_rate": 5e-4})
