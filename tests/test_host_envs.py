@@ -57,6 +57,36 @@ def test_vector_env_keeps_terminations_truncations_and_the_pre_reset_obs_apart()
     envs.close()
 
 
+def test_vector_env_steps_as_gymnasiums_own_same_step_vector_env():
+    """Our loop over the envs gives gymnasium's SyncVectorEnv (autoreset SAME_STEP) bit for bit:
+    CartPole-v1 x 3, 400 random steps through many terminations (time limits: the scripted env's
+    test above)."""
+    import gymnasium as gym
+
+    ours = make_host_env("gymnasium:CartPole-v1").make_vec(3)
+    theirs = gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync",
+                          vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    seeds = [5, 6, 7]
+    np.testing.assert_array_equal(ours.reset(seeds), theirs.reset(seed=seeds)[0])
+    actions = np.random.default_rng(0).integers(0, 2, (400, 3)).astype(np.int32)
+    ended = 0
+    for a in actions:
+        step = ours.step(a)
+        obs, reward, terminated, truncated, info = theirs.step(a)
+        final = obs.copy()
+        for i in np.flatnonzero(info.get("_final_obs", np.zeros(3, bool))):
+            final[i] = info["final_obs"][i]
+        np.testing.assert_array_equal(step.obs, obs)
+        np.testing.assert_array_equal(step.final_obs, final)
+        np.testing.assert_array_equal(step.reward, reward.astype(np.float32))
+        np.testing.assert_array_equal(step.terminated, terminated)
+        np.testing.assert_array_equal(step.truncated, truncated)
+        ended += int((terminated | truncated).sum())
+    assert ended >= 20  # the resets were exercised
+    ours.close()
+    theirs.close()
+
+
 NESTED = "gymnasium:" + NESTED_ID
 
 

@@ -9,12 +9,12 @@
 **Autoreset.** gymnasium 1.x vector envs default to NEXT_STEP autoreset: the step *after* an episode
 ends ignores its action and returns the reset observation with a dummy transition (reward 0, not
 done). Recording that step would teach the learner a transition that never happened. The vector env
-here is built with `autoreset_mode=SAME_STEP` instead: the step that ends an episode returns the
-reset observation as `obs` and the pre-reset one in `info["final_obs"]`, so every step is a real
-transition; `HostStep.final_obs` is that pre-reset observation (the truncation bootstrap's input),
+here steps SAME_STEP instead (as gymnasium's `autoreset_mode=SAME_STEP`): the step that ends an
+episode resets the env at once and returns the reset observation as `obs`, so every step is a real
+transition; `HostStep.final_obs` is the pre-reset observation (the truncation bootstrap's input),
 equal to `obs` wherever the episode went on. gymnasium's native vector entry points (e.g.
 CartPoleVectorEnv) support NEXT_STEP only, so they are not used: at 4 envs the sync vector env was
-the faster of the two anyway (README, "Host environments").
+the faster of the two anyway (README, "Host environments"), and this loop is faster than both.
 
 Spaces map to ours (`spaces.from_gymnasium`): observations may be a `Box`, a `Discrete` or a
 `Dict` / `Tuple` of them, nested (each env's observation is then a pytree of float32 `[B, ...]`
@@ -28,37 +28,49 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-import jax
 import numpy as np
 
 from jaxrl_async.config import ENVPOOL_PREFIX, GYMNASIUM_PREFIX, host_env_kind
-from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, set_row, to_gymnax_space
+from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, to_gymnax_space
 
 
 class GymnasiumVecEnv(HostVecEnv):
-    """`num_envs` gymnasium envs in a SAME_STEP vector env."""
+    """`num_envs` gymnasium envs stepped in turn with SAME_STEP autoreset: gymnasium's sync vector
+    env's loop and batching (`gymnasium.vector.utils.concatenate`), the same steps, resets and
+    observations, without what it adds per env and step that the actor does not use: an info dict
+    merged into the batch's, a deep copy of the batch and an iterator over the actions. Those cost
+    more than a classic-control step itself (docs/host_envs.md, "A lean vector env")."""
 
-    def __init__(self, vec_env: Any, observation_space: Any, action_space: Any):
-        super().__init__(vec_env.num_envs, observation_space, action_space)
-        self._env = vec_env
+    def __init__(self, envs: list, observation_space: Any, action_space: Any):
+        super().__init__(len(envs), observation_space, action_space)
+        from gymnasium.vector.utils import concatenate, create_empty_array
+
+        self._envs = envs
+        single_space = envs[0].observation_space
+        self._batch = lambda observations: self._observation(
+            concatenate(single_space, observations, create_empty_array(single_space, len(observations))))
 
     def _reset(self, seeds: list[int]) -> Any:
-        obs, _ = self._env.reset(seed=seeds)
-        return self._observation(obs)
+        return self._batch([env.reset(seed=seed)[0] for env, seed in zip(self._envs, seeds)])
 
     def _step(self, actions: np.ndarray) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]:
-        obs, reward, terminated, truncated, info = self._env.step(actions)
-        obs = self._observation(obs)
-        terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
+        n = self.num_envs
+        observations, finals = [None] * n, [None] * n
+        reward, terminated, truncated = np.zeros(n, np.float64), np.zeros(n, bool), np.zeros(n, bool)
+        for i, (env, action) in enumerate(zip(self._envs, actions)):
+            observations[i], reward[i], terminated[i], truncated[i], _ = env.step(action)
+            if terminated[i] or truncated[i]:  # reset now: the next step acts on the reset observation
+                finals[i] = observations[i]
+                observations[i], _ = env.reset()
+        obs = self._batch(observations)
         final_obs = obs
-        if (terminated | truncated).any():  # the ended envs' pre-reset observations, one env (a pytree) each
-            final_obs = jax.tree.map(np.copy, obs)
-            for i in np.flatnonzero(info["_final_obs"]):
-                set_row(self._obs_shape, final_obs, i, self._observation(info["final_obs"][i]))
-        return obs, final_obs, np.asarray(reward, np.float32), terminated, truncated
+        if any(final is not None for final in finals):  # the ended envs' pre-reset observations
+            final_obs = self._batch([obs_i if final is None else final for obs_i, final in zip(observations, finals)])
+        return obs, final_obs, reward.astype(np.float32), terminated, truncated
 
     def close(self) -> None:
-        self._env.close()
+        for env in self._envs:
+            env.close()
 
 
 def _gymnasium_id(name: str) -> Any:
@@ -105,8 +117,7 @@ def make_host_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
         probe.close()
 
     def make_vec(num_envs: int) -> GymnasiumVecEnv:
-        vec = gym.make_vec(name, num_envs=num_envs, vectorization_mode="sync", disable_env_checker=True,
-                           vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}, **env_kwargs)
-        return GymnasiumVecEnv(vec, observation_space, action_space)
+        envs = [gym.make(name, disable_env_checker=True, **env_kwargs) for _ in range(num_envs)]
+        return GymnasiumVecEnv(envs, observation_space, action_space)
 
     return HostEnvSpec(env_id, observation_space, action_space, spec.max_episode_steps, make_vec)
