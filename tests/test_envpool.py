@@ -188,25 +188,29 @@ def _threads_on(core: int) -> set[int]:
     return found
 
 
-@pytest.mark.parametrize("env, overrides, shares", [
-    (CARTPOLE, {}, True),  # a classic-control step: a hand-over to the pool's thread, quickest on one core
-    (CARTPOLE, dict(env_groups=2), False),  # two groups step one while acting for the other: two cores
-    ("envpool:HalfCheetah-v4", {}, False),  # MuJoCo's longer steps pay for a core of their own (two groups)
-    ("envpool:HalfCheetah-v4", dict(env_groups=1), False),
-    ("gymnasium:CartPole-v1", {}, False),  # gymnasium's envs step in the actor's thread anyway
+@pytest.mark.parametrize("env, overrides, actor_shares, evaluator_shares", [
+    (CARTPOLE, {}, True, True),  # a classic-control step: a hand-over to the pool's thread, quickest on one core
+    (CARTPOLE, dict(env_groups=2), False, True),  # two groups step one while acting for the other: two cores
+    ("envpool:HalfCheetah-v4", {}, False, False),  # MuJoCo's longer steps pay for a core of their own
+    ("envpool:HalfCheetah-v4", dict(env_groups=1), False, False),
+    ("gymnasium:CartPole-v1", {}, False, False),  # gymnasium's envs step in the actor's thread anyway
 ])
-def test_an_actor_shares_its_core_with_its_envs_threads_only_where_a_step_is_a_quick_hand_over(env, overrides, shares):
+def test_an_actor_shares_its_core_with_its_envs_threads_only_where_a_step_is_a_quick_hand_over(
+        env, overrides, actor_shares, evaluator_shares):
+    """...and the evaluator (one group) its own, the core before the first actor's: that actor goes
+    on collecting while the learner's thread evaluates."""
     r = build(TrainConfig(**{"env": env, "mode": "async", **overrides})).rollout
     cores = sorted(os.sched_getaffinity(0))
-    expected = [cores[-1], cores[-2 % len(cores)]] if shares else [None, None]
+    expected = [cores[-1], cores[-2 % len(cores)]] if actor_shares else [None, None]
     assert [actor_core(r.spec, r.env_groups, index) for index in (0, 1)] == expected
+    assert r.evaluator(2).core == (cores[-2 % len(cores)] if evaluator_shares else None)
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: every thread runs on it anyway")
 def test_a_one_group_envpool_actor_collects_on_one_core_with_its_pool_thread():
     """The actor's thread runs on its core while it collects, then where it ran before; the pool it
     makes at its first reset keeps the core (EnvPool's thread inherits its maker's), and the
-    process's other threads are left alone."""
+    process's other threads are left alone. The evaluator likewise, on the core before."""
     c = build(TrainConfig(env=CARTPOLE, mode="async", num_envs=4, num_steps=8, devices=1))
     state = initial_states(c)
     device = jax.devices()[0]
@@ -229,3 +233,12 @@ def test_a_one_group_envpool_actor_collects_on_one_core_with_its_pool_thread():
         assert len(_threads_on(actor.core) - before) >= 1  # the pool's thread, on the actor's core
     finally:
         actor.close()
+    evaluate = c.rollout.evaluator(2)
+    assert evaluate.core == sorted(cores)[-2]
+    before = _threads_on(evaluate.core)
+    result = evaluate(jax.tree.map(lambda x: x[0], state.learner.params), None, jax.random.PRNGKey(0))
+    try:
+        assert result.complete.all() and os.sched_getaffinity(0) == cores
+        assert len(_threads_on(evaluate.core) - before) >= 1  # its pool's thread, on its core
+    finally:
+        evaluate.close()

@@ -467,8 +467,15 @@ class HostEvaluator:
         self._r, self._n = rollout, num_episodes
         self._max_steps = max_steps or rollout.spec.max_episode_steps or 10_000
         self._envs: HostVecEnv | None = None
+        # where its envs' threads are best beside it (`actor_core`): the core before the first
+        # actor's, which goes on collecting while the learner's thread evaluates
+        self.core = actor_core(rollout.spec, 1, 1)
 
     def __call__(self, params, obs_stats, key: jax.Array, greedy: bool = True) -> EvalResult:
+        with on_core(self.core):  # its envs' threads, started at the first call, take the core too
+            return self._evaluate(params, obs_stats, key, greedy)
+
+    def _evaluate(self, params, obs_stats, key: jax.Array, greedy: bool) -> EvalResult:
         r, n = self._r, self._n
         if self._envs is None:
             self._envs = r.spec.make_vec(n)
