@@ -17,7 +17,7 @@ from jaxrl_async.cli.main import main
 from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.config import NetworkConfig, TrainConfig
 from jaxrl_async.envs.host.gymnasium import make_host_env
-from jaxrl_async.rollout.host import on_core
+from jaxrl_async.envs.host.cores import on_core
 from jaxrl_async.trainer.training import train
 from host_envs_helpers import NESTED_ID, SCRIPTED_ID, TEXT_ID, register  # tests/host_envs_helpers.py
 

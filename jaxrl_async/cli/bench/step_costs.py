@@ -25,7 +25,7 @@ from jaxrl_async.config import TrainConfig
 from jaxrl_async.envs.wrappers import max_truncations as env_truncation_bound
 from jaxrl_async.trainer.fused import compile_fused, fused_program
 from jaxrl_async.rollout.device import make_rollout
-from jaxrl_async.rollout.host import on_core
+from jaxrl_async.envs.host.cores import on_core
 from jaxrl_async.trainer.schedule import chunk_plan
 
 
@@ -91,7 +91,7 @@ def host_step_cost(quick: bool, repeats: int) -> dict:
     (`dispatch_floor_us`), and the actor's whole fragment over its steps (`fragment_us`: env, act,
     recording, the fragment's draws, GAE and the transfer). `env_bound_steps_per_second` is the rate
     if acting, recording and learning cost nothing; `actor_to_env` the actor's share of it. Where
-    the actor runs on one core with its envs' threads (`rollout.host.actor_core`),
+    the actor runs on one core with its envs' threads (`envs.host.cores.actor_core`),
     `env_us_on_actor_core` is the envs alone stepped so too. Envs whose extra (EnvPool, MuJoCo) is
     not installed are left out."""
     results = {}

@@ -157,7 +157,7 @@ class HostEnvSpec:
         hand-over to the threads that make it.
       shares_actor_core: whether the envs' own threads should run on the actor's core: they step
         off the actor's thread, in less time than it takes to wake another core for them (EnvPool's
-        classic control), so a one-group actor runs on one core with them (`rollout.host.on_core`).
+        classic control), so a one-group actor runs on one core with them (`envs.host.cores`).
     """
 
     env_id: str
