@@ -33,6 +33,7 @@ import jax
 FAST = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 OPTIMIZED = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": True}
 FAST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+OPTIMIZED_XLA_FLAGS = "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=true"
 
 _settings = [None]  # the overrides every compilation in this process gets now (None: not installed)
 

@@ -10,13 +10,20 @@ import sys
 
 import pytest
 
+import compilation  # tests/compilation.py
+
 from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
 from jaxrl_async.trainer.training import train
 
 
 @pytest.fixture(scope="module")
 def two_device_results():
-    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "2"}
+    # compiled optimised, as the CLI compiles: compiled fast (compilation.py), the gymnax run's params
+    # on the two devices differed in one bit on a Zen 4 EPYC, not compiled optimised
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "optimization_level" not in f
+             and "fusion_emitters" not in f]
+    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "2",
+           "XLA_FLAGS": " ".join(flags + compilation.OPTIMIZED_XLA_FLAGS.split())}
     probe = os.path.join(os.path.dirname(__file__), "actor_device_probe.py")
     out = subprocess.run([sys.executable, probe], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
