@@ -161,16 +161,22 @@ CASES: dict[str, tuple[str, Callable[[str], TrainConfig], Callable[[TrainConfig]
 # ----------------------------------------------------------------------------- machine
 
 def machine() -> str:
-    """The CPU model (/proc/cpuinfo) and the JAX version: what bit-identical digests depend on."""
+    """The CPU model (/proc/cpuinfo: its name, and its family and model numbers, which tell apart
+    the generations a virtual machine names alike, "AMD EPYC") and the JAX version: what
+    bit-identical digests depend on."""
     model = platform.processor() or platform.machine()
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
+                name, _, value = line.partition(":")
+                if not name.strip():  # the first processor's block ends
                     break
+                fields.setdefault(name.strip(), value.strip())
     except OSError:
         pass
+    if "model name" in fields:
+        model = f"{fields['model name']} (family {fields.get('cpu family', '?')} model {fields.get('model', '?')})"
     import jaxlib
 
     return f"{model} | jax {jax.__version__} | jaxlib {jaxlib.__version__} | {jax.default_backend()}"
