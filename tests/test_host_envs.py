@@ -18,6 +18,7 @@ from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.config import NetworkConfig, TrainConfig
 from jaxrl_async.envs.host.gymnasium import make_host_env
 from jaxrl_async.envs.host.cores import on_core
+from jaxrl_async.nets.actor_critic import reset_carry
 from jaxrl_async.trainer.training import train
 from host_envs_helpers import NESTED_ID, SCRIPTED_ID, TEXT_ID, register  # tests/host_envs_helpers.py
 
@@ -237,9 +238,10 @@ def test_normalize_obs_on_a_host_env_matches_a_numpy_reference():
     np.testing.assert_allclose(stats.var, seen[:2 * T].reshape(-1, 2).var(0), rtol=1e-5, atol=1e-6)
 
 
-def _fragments(env_groups: int, steps: int = 3) -> list:
+def _fragments(env_groups: int, steps: int = 3) -> tuple:
     """Three 6-step fragments of 4 nested envs (seeds 0-3) by a GRU policy's host actor, the envs in
-    `env_groups` groups: each fragment's trajectory and carried state, on the host."""
+    `env_groups` groups: (the components, the params, each fragment's trajectory and carried state,
+    on the host)."""
     c = build(TrainConfig(env="gymnasium:" + NESTED_ID, mode="async", num_envs=4, num_steps=6, total_timesteps=48,
                           env_groups=env_groups, network=NetworkConfig(hidden_sizes=(16,), core="gru", core_size=8)))
     assert c.rollout.env_groups == env_groups
@@ -252,17 +254,22 @@ def _fragments(env_groups: int, steps: int = 3) -> list:
         rollout, trajectory = actor.collect(state.learner.params, rollout)
         fragments.append(jax.tree.map(np.asarray, (trajectory, rollout)))
     actor.close()
-    return fragments
+    return c, jax.tree.map(lambda x: x[0], state.learner.params), fragments
 
 
-def test_env_groups_record_what_one_group_records():
+@pytest.fixture(scope="module")
+def one_group():
+    return _fragments(env_groups=1)
+
+
+def test_env_groups_record_what_one_group_records(one_group):
     """Two env groups, each a vector env of its own stepped in turn, record the trajectory and carry
     the state (observations, recurrent carry, reset flags, key) one vector env of all the envs does,
     fragment after fragment (nested observations and a GRU's carry joined by env): the same
     episodes, actions and flags; the network's outputs to float rounding, as each group's act call
     computes them over its 2 envs' rows rather than 4 (XLA's CPU kernels may round a matmul of
     another row count differently: docs/host_envs.md, "Env groups")."""
-    one, two = _fragments(env_groups=1), _fragments(env_groups=2)
+    one, two = one_group[2], _fragments(env_groups=2)[2]
     for a, b in zip(one, two):
         for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
             if x.dtype.kind == "f":
@@ -271,6 +278,23 @@ def test_env_groups_record_what_one_group_records():
                 np.testing.assert_array_equal(x, y)
     trajectory = one[0][0]
     assert trajectory.episode_done.any() and len(np.unique(trajectory.action)) > 1  # episode ends; sampled actions
+
+
+def test_a_recurrent_host_fragment_records_each_steps_value_and_log_prob(one_group):
+    """The actor's act calls compute the action and its log-probability; the critic values the
+    fragment's observations at its end, in one call (`HostRollout.finish`). Both as the policy gives
+    them step by step from the fragment's first carry, reset at each episode's start."""
+    c, params, fragments = one_group
+    policy = c.policy
+    for trajectory, _ in fragments:
+        carry = trajectory.initial_carry[0]
+        for t in range(trajectory.reward.shape[1]):
+            obs = jax.tree.map(lambda x: x[0, t], trajectory.obs)
+            dist, value, carry = policy.step(params, obs, reset_carry(policy, carry, trajectory.reset[0, t]))
+            np.testing.assert_allclose(trajectory.value[0, t], value, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(trajectory.log_prob[0, t], dist.log_prob(trajectory.action[0, t]),
+                                       rtol=1e-5, atol=1e-6)
+    assert fragments[0][0].reset[0, 1:].any()  # an episode starts inside a fragment: its carry resets
 
 
 def _next_obs_after(raw):

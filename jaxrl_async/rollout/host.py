@@ -7,9 +7,11 @@
     evaluate = rollout.evaluator(num_episodes=32)      # `HostEvaluator`, on envs of its own
 
 Each of the T steps calls one jitted `act` on the actor's device (params copied there once per
-version) and steps the envs on the host; at the fragment's end one jitted call values the pre-reset
-observations (the truncation bootstrap), runs GAE and builds the same `Trajectory` that the device
-rollout produces (`collector.finish`), which reaches the learner's device as one transfer. The envs' states
+version) and steps the envs on the host; at the fragment's end one jitted call computes the
+actions' log-probabilities and values over all T steps at once (a step's act call computes its
+action alone), values the pre-reset observations (the truncation bootstrap), runs GAE and builds the
+same `Trajectory` that the device rollout produces (`collector.finish`), which reaches the learner's
+device as one transfer. The envs' states
 live on the host and are not part of `RolloutState` (its `env_state` is a placeholder): a resumed
 run restarts its episodes. Host envs train one seed (the `[1]` axis the learner expects).
 """
@@ -84,16 +86,34 @@ def _join(parts: list, axis: int = 0) -> Any:
     return jax.tree.map(lambda *xs: concatenate(xs, axis=axis), *parts)
 
 
+def _acting(policy: Policy, params, obs, carry, reset, draw, noise, correlation: float):
+    """An actor's step: (action, carry, noise). The action's log-probability and the critic's value
+    are computed at the fragment's end, for all its steps in one call (`_fragment_outputs`): here,
+    step by step, they and their crossing to the host cost half the act call."""
+    action, _, _, carry, noise = _act(policy, params, obs, carry, reset, _drawn(draw), False, noise, correlation)
+    return action, carry, noise
+
+
+def _fragment_outputs(policy: Policy, params, rec: dict, initial_carry) -> tuple[jax.Array, jax.Array]:
+    """(log_prob, value) of a fragment's `[T, B]` steps, as its act calls' policy gives them: the
+    policy's unroll over the observations the act calls saw, from the fragment's first carry, reset
+    where each step's was; the log-probability of the action taken."""
+    batch_major = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731  unroll takes [B, T]
+    dist, value, _ = policy.unroll(params, jax.tree.map(batch_major, rec["obs"]), initial_carry,
+                                   batch_major(rec["reset"]))
+    return batch_major(dist.log_prob(batch_major(rec["action"]))), batch_major(value)
+
+
 def _observe_and_act(policy: Policy, params, stats: RunningMeanStd, obs, final_prev, carry, reset, draw, noise,
                      correlation: float):
     """`--normalize-obs`'s step, as the jitted rollout orders it: the statistics take in `obs` (what
     the previous step reached, or the reset observation), then the policy acts on `obs` normalised
     by them, and the previous step's pre-reset observation `final_prev` is normalised by them too
-    (the jitted rollout normalises its `next_obs` after the update). Returns (action, log_prob,
-    value, carry, noise, stats, normalised obs, normalised final_prev)."""
+    (the jitted rollout normalises its `next_obs` after the update). Returns (action, carry, noise,
+    stats, normalised obs, normalised final_prev)."""
     stats = stats.update(obs)
     obs_in = stats.normalize(obs)
-    return (*_act(policy, params, obs_in, carry, reset, _drawn(draw), False, noise, correlation), stats, obs_in,
+    return (*_acting(policy, params, obs_in, carry, reset, draw, noise, correlation), stats, obs_in,
             stats.normalize(final_prev))
 
 
@@ -122,22 +142,25 @@ class HostRollout:
                                 noise=initial_noise(num_envs, policy.action_shape) if correlated else ())
 
         def finish_fragment(params, rec: dict, carry_after, initial_carry) -> Trajectory:
+            log_prob, value = _fragment_outputs(policy, params, rec, initial_carry)
+            rec = {**rec, "log_prob": log_prob, "value": value}
             # host envs' time limits are their own: every step's next_obs is valued
             trajectory = finish(policy, params, rec, carry_after, initial_carry, gamma=gamma, gae_lambda=gae_lambda,
                                 gae_scan=gae_scan, max_truncations=num_steps)
             return jax.tree.map(lambda x: x[None], trajectory)  # the learner's seed axis
 
         self.init = init
-        # the actor's act (its noise correlated where asked); the evaluator's, always white
-        self._act = jax.jit(lambda p, o, c, r, d, n: _act(policy, p, o, c, r, _drawn(d), False, n, noise_correlation))
-        self.act = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=False))
-        self.act_greedy = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=True))
+        # the actor's act (its noise correlated where asked); the evaluator's, always white: (action,
+        # carry), the outputs it uses (a jitted call computes every output it returns)
+        self._act = jax.jit(lambda p, o, c, r, d, n: _acting(policy, p, o, c, r, d, n, noise_correlation))
+        self.act = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=False)[::3])
+        self.act_greedy = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=True)[::3])
         self._observe_and_act = jax.jit(lambda *args: _observe_and_act(policy, *args, noise_correlation))
         # the fragment's last pre-reset observation, normalised as the next fragment's first step would
         self._observe_final = jax.jit(lambda stats, obs, final: stats.update(obs).normalize(final))
         # evaluation: frozen statistics
         self.act_frozen = jax.jit(lambda p, s, o, c, r, k, greedy: _act(policy, p, s.normalize(o), c, r, _with_key(k),
-                                                                        greedy), static_argnums=6)
+                                                                        greedy)[::3], static_argnums=6)
         self.finish = jax.jit(finish_fragment)
         # the seed axis off the params and the carried state, and back on: one call each, not an
         # eager slice per leaf
@@ -160,8 +183,8 @@ class HostRollout:
         self.fragment_draws = jax.jit(fragment_draws, static_argnums=2)
 
     def observe_and_act(self, params, stats, obs, final_prev, carry, reset, draw, noise) -> tuple:
-        """(action, log_prob, value, carry, noise, stats, the obs to record, the previous step's
-        `next_obs` to record): `_observe_and_act` where observations are normalised, else the
+        """(action, carry, noise, stats, the obs to record, the previous step's `next_obs` to
+        record): `_observe_and_act` where observations are normalised, else the
         plain act (no statistics, the observations as they are: nothing more crosses to the device)."""
         if self.normalize_obs:
             return self._observe_and_act(params, stats, obs, final_prev, carry, reset, draw, noise)
@@ -194,19 +217,18 @@ class HostRollout:
         return HostEvaluator(self, num_episodes)
 
     def record_spec(self, params) -> dict:
-        """What a fragment records (`types.RECORDED_FIELDS`), as abstract `[T, B, ...]` arrays."""
+        """What a fragment records (`types.RECORDED_FIELDS` but the log-probabilities and values,
+        which `finish` computes), as abstract `[T, B, ...]` arrays."""
         T, B, policy = self.num_steps, self.num_envs, self.policy
         carry = policy.initial_carry((B,))
-        dist_out = jax.eval_shape(lambda p: _act(policy, p, zeros_observation(policy.obs_shape, (B,)), carry,
-                                                 jnp.ones((B,), bool), _with_key(jax.random.PRNGKey(0)), False), params)
-        action, log_prob = dist_out[0], dist_out[1]
+        action = jax.eval_shape(lambda p: _act(policy, p, zeros_observation(policy.obs_shape, (B,)), carry,
+                                               jnp.ones((B,), bool), _with_key(jax.random.PRNGKey(0)), False)[0], params)
         f32, boolean = jax.ShapeDtypeStruct((T, B), jnp.float32), jax.ShapeDtypeStruct((T, B), bool)
         observations = map_shapes(lambda s: jax.ShapeDtypeStruct((T, B, *s), jnp.float32), policy.obs_shape)
-        spec = dict(obs=observations, action=jax.ShapeDtypeStruct((T, *action.shape), action.dtype),
-                    log_prob=jax.ShapeDtypeStruct((T, *log_prob.shape), log_prob.dtype), value=f32, reward=f32,
+        spec = dict(obs=observations, action=jax.ShapeDtypeStruct((T, *action.shape), action.dtype), reward=f32,
                     terminated=boolean, truncated=boolean, next_obs=observations, episode_return=f32,
                     episode_length=jax.ShapeDtypeStruct((T, B), jnp.int32), episode_done=boolean, reset=boolean)
-        return {name: spec[name] for name in RECORDED_FIELDS}
+        return {name: spec[name] for name in RECORDED_FIELDS if name in spec}
 
     def trajectory_shape(self, params) -> Trajectory:
         """The abstract `[1, T, B]` trajectory a fragment hands over (for compiling the learner)."""
@@ -291,12 +313,11 @@ class HostActor:
                 if t == T:
                     continue
                 tick = time.perf_counter()
-                action, log_prob, value, carries[g], noises[g], stats, obs_in, final_in = r.observe_and_act(
+                action, carries[g], noises[g], stats, obs_in, final_in = r.observe_and_act(
                     self._params, stats, obs[g], final_prev[g], carries[g], resets[g], draw((t, group)), noises[g])
                 # np.asarray, not jax.device_get: a tenth of the cost per array on the CPU
                 action = np.asarray(action)
-                rec["action"][t, group], rec["log_prob"][t, group] = action, np.asarray(log_prob)
-                rec["value"][t, group], rec["reset"][t, group] = np.asarray(value), resets[g]
+                rec["action"][t, group], rec["reset"][t, group] = action, resets[g]
                 set_row(obs_shape, rec["obs"], (t, group), obs_in)
                 if t:
                     set_row(obs_shape, rec["next_obs"], (t - 1, group), final_in)
@@ -455,7 +476,7 @@ class HostEvaluator:
         returns, lengths, done = np.zeros(n, np.float32), np.zeros(n, np.int32), np.zeros(n, bool)
         keys = np.asarray(jax.random.split(key, self._max_steps))
         for t in range(self._max_steps):
-            action, _, _, carry, _ = act(params, obs, carry, reset, keys[t])
+            action, carry = act(params, obs, carry, reset, keys[t])
             step = self._envs.step(np.asarray(action))
             returns += np.where(done, 0.0, step.reward)
             lengths += ~done

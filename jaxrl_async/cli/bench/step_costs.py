@@ -140,9 +140,7 @@ def _host_step_row(c, steps: int, repeats: int) -> dict:
     # the act call's other inputs as the actor passes them: its state's, and each step's draw on the host
     def act_calls():
         for t in range(steps):
-            action, log_prob, value = single.observe_and_act(params, stats, obs, obs, carry, reset, draws[t],
-                                                             noise)[:3]
-            np.asarray(action), np.asarray(log_prob), np.asarray(value)
+            np.asarray(single.observe_and_act(params, stats, obs, obs, carry, reset, draws[t], noise)[0])
 
     nothing = jax.jit(lambda x: x)
 
