@@ -11,9 +11,8 @@ version) and steps the envs on the host; at the fragment's end one jitted call c
 actions' log-probabilities and values over all T steps at once (a step's act call computes its
 action alone), values the pre-reset observations (the truncation bootstrap), runs GAE and builds the
 same `Trajectory` that the device rollout produces (`collector.finish`), which reaches the learner's
-device as one transfer. The envs' states
-live on the host and are not part of `RolloutState` (its `env_state` is a placeholder): a resumed
-run restarts its episodes. Host envs train one seed (the `[1]` axis the learner expects).
+device as one transfer. The envs' states live on the host and are not part of `RolloutState` (its
+`env_state` is a placeholder): a resumed run restarts its episodes. Host envs train one seed (the `[1]` axis the learner expects).
 """
 
 from __future__ import annotations
@@ -89,7 +88,7 @@ def _join(parts: list, axis: int = 0) -> Any:
 def _acting(policy: Policy, params, obs, carry, reset, draw, noise, correlation: float):
     """An actor's step: (action, carry, noise). The action's log-probability and the critic's value
     are computed at the fragment's end, for all its steps in one call (`_fragment_outputs`): here,
-    step by step, they and their crossing to the host cost half the act call."""
+    step by step, they and their crossing to the host cost a third of the act call."""
     action, _, _, carry, noise = _act(policy, params, obs, carry, reset, _drawn(draw), False, noise, correlation)
     return action, carry, noise
 
