@@ -86,10 +86,10 @@ def host_step_cost(quick: bool, repeats: int) -> dict:
     envs, the actor alone (no learner beside it): gymnasium and EnvPool CartPole-v1 and HalfCheetah,
     the actor's envs in one vector env or in two groups (`--env-groups 2`: one group steps on
     EnvPool's threads while the actor acts for the other). Per step: the envs' step as the actor
-    makes it, one vector env of all 4 (`env_us`), the policy's jitted act call with its outputs
+    makes it, one vector env of all 4 (`env_us`), the policy's jitted act call with its action
     brought to the host (`act_us`), a jitted call that does nothing on an observation
     (`dispatch_floor_us`), and the actor's whole fragment over its steps (`fragment_us`: env, act,
-    recording, the fragment's draws, GAE and the transfer). `env_bound_steps_per_second` is the rate
+    recording, the fragment's draws, its log-probabilities, values, GAE and the transfer). `env_bound_steps_per_second` is the rate
     if acting, recording and learning cost nothing; `actor_to_env` the actor's share of it. Where
     the actor runs on one core with its envs' threads (`envs.host.cores.actor_core`),
     `env_us_on_actor_core` is the envs alone stepped so too. Envs whose extra (EnvPool, MuJoCo) is
