@@ -58,6 +58,30 @@ def test_vector_env_keeps_terminations_truncations_and_the_pre_reset_obs_apart()
     envs.close()
 
 
+def test_tally_gives_each_steps_episode_statistics_as_float64_sums_step_by_step():
+    """`tally` over a fragment's [T, B] steps (a host actor's way, after its loop) against a NumPy
+    float64 running sum taken step by step: the same float32 returns to the bit, lengths, a restart
+    after every episode end, and the running sums carried from one fragment to the next."""
+    T, B = 60, 3
+    rng = np.random.default_rng(0)
+    reward = (rng.normal(size=(2 * T, B)) * 100).astype(np.float32)
+    done = rng.random((2 * T, B)) < 0.1
+    envs = make_host_env(SCRIPTED).make_vec(B)
+    envs.reset([0, 1, 2])
+    fragments = [envs.tally(reward[i:i + T], done[i:i + T]) for i in (0, T)]
+    returns, lengths = (np.concatenate(parts) for parts in zip(*fragments))
+    assert returns.dtype == np.float32 and lengths.dtype == np.int32
+    total, n = np.zeros(B), np.zeros(B, np.int32)
+    for t in range(2 * T):
+        total += reward[t]
+        n += 1
+        np.testing.assert_array_equal(returns[t], total.astype(np.float32))
+        np.testing.assert_array_equal(lengths[t], n)
+        total[done[t]], n[done[t]] = 0.0, 0
+    assert done.any(axis=0).all() and not done[-1].all()  # every env restarts, some run on at the end
+    envs.close()
+
+
 def test_vector_env_steps_as_gymnasiums_own_same_step_vector_env():
     """Our loop over the envs gives gymnasium's SyncVectorEnv (autoreset SAME_STEP) bit for bit:
     CartPole-v1 x 3, 400 random steps through many terminations (time limits: the scripted env's

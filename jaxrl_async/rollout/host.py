@@ -26,10 +26,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.envs.host.cores import actor_core, on_core
-from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, set_row
+from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.core.exploration import check_correlation, correlate, fresh_noise, initial_noise
+from jaxrl_async.core.trees import pack, unpack
 from jaxrl_async.nets.actor_critic import Policy, reset_carry
 from jaxrl_async.envs.spaces import map_shapes, zeros_observation
 from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, finish
@@ -151,10 +152,12 @@ class HostRollout:
         self.init = init
         # the actor's act (its noise correlated where asked); the evaluator's, always white: (action,
         # carry), the outputs it uses (a jitted call computes every output it returns)
-        self._act = jax.jit(lambda p, o, c, r, d, n: _acting(policy, p, o, c, r, d, n, noise_correlation))
+        self._act = jax.jit(lambda p, o, c, r, d, n: _acting(policy, unpack(p), o, c, r, d, n, noise_correlation))
         self.act = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=False)[::3])
         self.act_greedy = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=True)[::3])
-        self._observe_and_act = jax.jit(lambda *args: _observe_and_act(policy, *args, noise_correlation))
+        self._observe_and_act = jax.jit(lambda p, *args: _observe_and_act(policy, unpack(p), *args, noise_correlation))
+        # the params as the act calls take them: flat arrays (a call pays its dispatch per argument leaf)
+        self.pack = jax.jit(pack)
         # the fragment's last pre-reset observation, normalised as the next fragment's first step would
         self._observe_final = jax.jit(lambda stats, obs, final: stats.update(obs).normalize(final))
         # evaluation: frozen statistics
@@ -181,13 +184,13 @@ class HostRollout:
 
         self.fragment_draws = jax.jit(fragment_draws, static_argnums=2)
 
-    def observe_and_act(self, params, stats, obs, final_prev, carry, reset, draw, noise) -> tuple:
+    def observe_and_act(self, packed, stats, obs, final_prev, carry, reset, draw, noise) -> tuple:
         """(action, carry, noise, stats, the obs to record, the previous step's `next_obs` to
-        record): `_observe_and_act` where observations are normalised, else the
+        record), for the params as `pack` packs them: `_observe_and_act` where observations are normalised, else the
         plain act (no statistics, the observations as they are: nothing more crosses to the device)."""
         if self.normalize_obs:
-            return self._observe_and_act(params, stats, obs, final_prev, carry, reset, draw, noise)
-        return (*self._act(params, obs, carry, reset, draw, noise), stats, obs, final_prev)
+            return self._observe_and_act(packed, stats, obs, final_prev, carry, reset, draw, noise)
+        return (*self._act(packed, obs, carry, reset, draw, noise), stats, obs, final_prev)
 
     def observe_final(self, stats, obs, final):
         """The fragment's last `next_obs` to record: `final` (normalised where observations are)."""
@@ -277,6 +280,7 @@ class HostActor:
         start = time.perf_counter()
         if params is not self._source:  # once per version: the store hands out the same object
             self._params, self._source = jax.device_put(r.unbatch(params), self._device), params
+            self._packed = r.pack(self._params)
         state = jax.device_put(state, self._device)  # a no-op once it lives there
         carry, key, reset, stats, noise = r.unbatch((state.carry, state.key, state.reset, state.obs_stats,
                                                      state.noise))
@@ -284,7 +288,6 @@ class HostActor:
         if self._obs is None:  # a fresh actor (a new or resumed run): the episodes start here
             self._obs = [envs.reset(self._seeds[group]) for envs, group in zip(self._envs, self._groups)]
             reset = jnp.ones((r.num_envs,), bool)
-        obs_shape = r.policy.obs_shape
         if self._spec is None:
             self._spec = r.record_spec(self._params)
         rec = {name: jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), spec) for name, spec in self._spec.items()}
@@ -294,6 +297,10 @@ class HostActor:
         obs, final_prev = list(self._obs), list(self._obs)
         carries, resets, noises = self._parts(carry), self._parts(np.asarray(reset)), self._parts(noise)
         carry_steps: list[list] = [[] for _ in self._groups]
+        # each group's first reset flags, then per step what it recorded: its observations as the
+        # act call saw them, the previous step's next_obs, its actions and what its envs returned
+        first_resets = list(resets)
+        steps: list[dict] = [{name: [] for name in ("obs", "next_obs", "action", "env")} for _ in self._groups]
         env_s = 0.0
         tick = time.perf_counter()
         key, draws = r.fragment_draws(self._params, key, T)
@@ -303,23 +310,21 @@ class HostActor:
             for g, (envs, group) in enumerate(zip(self._envs, self._groups)):
                 if t:  # the group's step t - 1, started below in the previous round
                     tock = time.perf_counter()
-                    step = envs.step_wait()
+                    obs[g], final_prev[g], reward, terminated, truncated = envs.receive()
                     env_s += time.perf_counter() - tock
-                    for name in ("reward", "terminated", "truncated", "episode_return", "episode_length",
-                                 "episode_done"):
-                        rec[name][t - 1, group] = getattr(step, name)
-                    obs[g], final_prev[g], resets[g] = step.obs, step.final_obs, step.terminated | step.truncated
+                    resets[g] = terminated | truncated
+                    steps[g]["env"].append((reward, terminated, truncated))
                 if t == T:
                     continue
                 tick = time.perf_counter()
                 action, carries[g], noises[g], stats, obs_in, final_in = r.observe_and_act(
-                    self._params, stats, obs[g], final_prev[g], carries[g], resets[g], draw((t, group)), noises[g])
+                    self._packed, stats, obs[g], final_prev[g], carries[g], resets[g], draw((t, group)), noises[g])
                 # np.asarray, not jax.device_get: a tenth of the cost per array on the CPU
                 action = np.asarray(action)
-                rec["action"][t, group], rec["reset"][t, group] = action, resets[g]
-                set_row(obs_shape, rec["obs"], (t, group), obs_in)
+                steps[g]["action"].append(action)
+                steps[g]["obs"].append(obs_in)
                 if t:
-                    set_row(obs_shape, rec["next_obs"], (t - 1, group), final_in)
+                    steps[g]["next_obs"].append(final_in)
                 carry_steps[g].append(carries[g])
                 tock = time.perf_counter()
                 envs.step_async(action)
@@ -328,7 +333,10 @@ class HostActor:
         tick = time.perf_counter()
         self._obs = obs
         obs, final_prev, carry = _join(obs), _join(final_prev), _join(carries)
-        set_row(obs_shape, rec["next_obs"], T - 1, r.observe_final(stats, obs, final_prev))
+        final = self._parts(r.observe_final(stats, obs, final_prev))
+        for g, group_steps in enumerate(steps):  # the last step's next_obs
+            group_steps["next_obs"].append(final[g])
+        self._record_steps(rec, first_resets, steps)
         carry_after = (_join([jax.tree.map(lambda *c: jnp.stack(c), *steps) for steps in carry_steps], axis=1)
                        if jax.tree.leaves(carry) else carry)
         trajectory = r.finish(self._params, rec, carry_after, initial_carry)
@@ -339,6 +347,26 @@ class HostActor:
         transfer_s += time.perf_counter() - tick
         self._timings = {"env_s": env_s, "inference_s": inference_s, "transfer_s": transfer_s}
         return new_state, trajectory
+
+    def _record_steps(self, rec: dict, first_resets: list, steps: list[dict]) -> None:
+        """Each group's steps that its fragment kept in lists (`steps[g]`: observations, next_obs,
+        actions, and its envs' rewards and flags) into `rec`, with their episode statistics
+        (`HostVecEnv.tally`): written here at once, not step by step, where every write slows
+        the env's step and the act call."""
+        stack = lambda rows: jax.tree.map(lambda *leaves: np.stack(leaves), *rows)  # noqa: E731
+        for g, (envs, group) in enumerate(zip(self._envs, self._groups)):
+            reward, terminated, truncated = (np.stack(x) for x in zip(*steps[g]["env"]))
+            done = terminated | truncated
+            episode_return, episode_length = envs.tally(reward, done)
+            for name in ("obs", "next_obs"):
+                map_shapes(lambda _, batch, rows: batch.__setitem__((slice(None), group), rows),
+                           self._r.policy.obs_shape, rec[name], stack(steps[g][name]))
+            for name, value in (("action", np.stack(steps[g]["action"])), ("reward", reward),
+                                ("terminated", terminated), ("truncated", truncated),
+                                ("episode_return", episode_return), ("episode_length", episode_length),
+                                ("episode_done", done)):
+                rec[name][:, group] = value
+            rec["reset"][0, group], rec["reset"][1:, group] = first_resets[g], done[:-1]
 
     def warm_up(self, params, state: RolloutState) -> None:
         """Run the fragment's programs once on zeros (results dropped), so their compilation and
@@ -353,7 +381,7 @@ class HostActor:
         carry = jax.device_put(r.policy.initial_carry((B,)), self._device)
         _, draws = r.fragment_draws(params, jax.device_put(jax.random.PRNGKey(0), self._device), r.num_steps)
         group, first = self._groups[0], lambda tree: self._parts(tree)[0]  # noqa: E731
-        r.observe_and_act(params, stats, first(zeros), first(zeros), first(carry), np.ones((group.stop,), bool),
+        r.observe_and_act(r.pack(params), stats, first(zeros), first(zeros), first(carry), np.ones((group.stop,), bool),
                           _rows(draws)((0, group)), first(noise))
         _join(self._parts((carry, noise)))
         r.observe_final(stats, zeros, zeros)

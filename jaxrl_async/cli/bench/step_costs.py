@@ -127,10 +127,11 @@ def _host_step_row(c, steps: int, repeats: int) -> dict:
     single = r.with_num_envs(num_envs) if r.env_groups > 1 else r  # the act call over all the envs
     stats, carry, noise = r.unbatch((state.rollout.obs_stats, state.rollout.carry, state.rollout.noise))
     reset = np.zeros((num_envs,), bool)
+    packed = single.pack(params)  # as the actor passes them
     _, draws = single.fragment_draws(params, jax.random.PRNGKey(0), steps)
     draws = [jax.tree.map(lambda x, t=t: np.asarray(x[t]), draws) for t in range(steps)]
     # the envs' steps take actions the policy chose (a random action can leave a MuJoCo env's bounds)
-    actions = [np.asarray(single.observe_and_act(params, stats, obs, obs, carry, reset, draws[t], noise)[0])
+    actions = [np.asarray(single.observe_and_act(packed, stats, obs, obs, carry, reset, draws[t], noise)[0])
                for t in range(steps)]
 
     def env_steps(vec=envs):
@@ -140,7 +141,7 @@ def _host_step_row(c, steps: int, repeats: int) -> dict:
     # the act call's other inputs as the actor passes them: its state's, and each step's draw on the host
     def act_calls():
         for t in range(steps):
-            np.asarray(single.observe_and_act(params, stats, obs, obs, carry, reset, draws[t], noise)[0])
+            np.asarray(single.observe_and_act(packed, stats, obs, obs, carry, reset, draws[t], noise)[0])
 
     nothing = jax.jit(lambda x: x)
 

@@ -43,30 +43,40 @@ class GymnasiumVecEnv(HostVecEnv):
 
     def __init__(self, envs: list, observation_space: Any, action_space: Any):
         super().__init__(len(envs), observation_space, action_space)
+        import gymnasium
         from gymnasium.vector.utils import concatenate, create_empty_array
 
         self._envs = envs
         single_space = envs[0].observation_space
-        self._batch = lambda observations: self._observation(
-            concatenate(single_space, observations, create_empty_array(single_space, len(observations))))
+        if isinstance(single_space, gymnasium.spaces.Box):
+            # one array: each observation cast to float32 on its way into the batch, as stacking in
+            # the space's float dtype and then casting gives, in one NumPy call instead of four
+            self._batch = lambda observations: np.asarray(observations, dtype=np.float32)
+        else:
+            self._batch = lambda observations: self._observation(
+                concatenate(single_space, observations, create_empty_array(single_space, len(observations))))
 
     def _reset(self, seeds: list[int]) -> Any:
         return self._batch([env.reset(seed=seed)[0] for env, seed in zip(self._envs, seeds)])
 
     def _step(self, actions: np.ndarray) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]:
-        n = self.num_envs
-        observations, finals = [None] * n, [None] * n
-        reward, terminated, truncated = np.zeros(n, np.float64), np.zeros(n, bool), np.zeros(n, bool)
+        observations, rewards, terminated, truncated = [], [], [], []
+        finals = None  # the ended envs' pre-reset observations, by index
         for i, (env, action) in enumerate(zip(self._envs, actions)):
-            observations[i], reward[i], terminated[i], truncated[i], _ = env.step(action)
-            if terminated[i] or truncated[i]:  # reset now: the next step acts on the reset observation
-                finals[i] = observations[i]
-                observations[i], _ = env.reset()
+            obs, reward, term, trunc, _ = env.step(action)
+            if term or trunc:  # reset now: the next step acts on the reset observation
+                finals = finals or {}
+                finals[i] = obs
+                obs, _ = env.reset()
+            observations.append(obs)
+            rewards.append(reward)
+            terminated.append(term)
+            truncated.append(trunc)
         obs = self._batch(observations)
-        final_obs = obs
-        if any(final is not None for final in finals):  # the ended envs' pre-reset observations
-            final_obs = self._batch([obs_i if final is None else final for obs_i, final in zip(observations, finals)])
-        return obs, final_obs, reward.astype(np.float32), terminated, truncated
+        final_obs = obs if finals is None else self._batch([finals.get(i, o) for i, o in enumerate(observations)])
+        # each reward rounded once, to float32 (as a float64 batch cast to float32 would be)
+        return (obs, final_obs, np.array(rewards, np.float32), np.array(terminated, bool),
+                np.array(truncated, bool))
 
     def close(self) -> None:
         for env in self._envs:

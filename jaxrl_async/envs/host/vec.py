@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 from gymnax.environments import spaces
@@ -43,8 +43,7 @@ def set_row(obs_shape: Any, batch: Any, i: Any, row: Any) -> None:
     map_shapes(put, obs_shape, batch, row)
 
 
-@dataclasses.dataclass(frozen=True)
-class HostStep:
+class HostStep(NamedTuple):
     """One vector step, `[B, ...]` NumPy arrays.
 
     Attributes:
@@ -111,16 +110,35 @@ class HostVecEnv(abc.ABC):
 
     def step_wait(self) -> HostStep:
         """The step `step_async` started."""
-        obs, final_obs, reward, terminated, truncated = self._receive()
+        obs, final_obs, reward, terminated, truncated = self.receive()
         done = terminated | truncated
-        self._returns += reward
-        self._lengths += 1
-        step = HostStep(obs=obs, final_obs=final_obs, reward=reward, terminated=terminated, truncated=truncated,
-                        episode_return=self._returns.astype(np.float32), episode_length=self._lengths.copy(),
-                        episode_done=done)
-        self._returns[done] = 0.0
-        self._lengths[done] = 0
-        return step
+        episode_return, episode_length = self.tally(reward[None], done[None])
+        return HostStep(obs, final_obs, reward, terminated, truncated, episode_return[0], episode_length[0], done)
+
+    def receive(self) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]:
+        """The step `step_async` started, without its episode statistics: (obs, final_obs, reward,
+        terminated, truncated). A caller that records many steps (a host actor's fragment) takes
+        them for all its steps at once afterwards (`tally`), off the loop where every step's
+        Python and NumPy work slows the env's step and the act call."""
+        return self._receive()
+
+    def tally(self, reward: np.ndarray, done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each of `[T, B]` steps' episode return so far (float32) and length, in step order from
+        the steps `receive`d before; an episode ending at a step starts the next from zero. The
+        running returns are summed in float64, one step at a time (the same sums `step_wait` gives)."""
+        # in Python floats (IEEE doubles, as float64 adds them): a NumPy op per step costs more
+        running, length = self._returns.tolist(), self._lengths.tolist()
+        returns, lengths = [], []
+        for step_rewards, step_done in zip(reward.tolist(), done.tolist()):
+            running = [total + r for total, r in zip(running, step_rewards)]
+            length = [n + 1 for n in length]
+            returns.append(running)
+            lengths.append(length)
+            if any(step_done):
+                running = [0.0 if d else total for total, d in zip(running, step_done)]
+                length = [0 if d else n for n, d in zip(length, step_done)]
+        self._returns[:], self._lengths[:] = running, length
+        return np.array(returns, np.float32).reshape(reward.shape), np.array(lengths, np.int32).reshape(reward.shape)
 
     @abc.abstractmethod
     def _reset(self, seeds: list[int]) -> Any:
