@@ -76,32 +76,38 @@ def gradient_step_cost(quick: bool, repeats: int) -> dict:
     return results
 
 
-# host_step_cost's rows: (env, env groups); quick mode times the first two
-HOST_STEP_ROWS = (("gymnasium:CartPole-v1", 1), ("envpool:CartPole-v1", 2), ("envpool:CartPole-v1", 1),
-                  ("gymnasium:HalfCheetah-v5", 1), ("envpool:HalfCheetah-v4", 1), ("envpool:HalfCheetah-v4", 2))
+# host_step_cost's rows: (env, the config's settings beside the reference's); quick mode times the first two
+HOST_STEP_ROWS = (("gymnasium:CartPole-v1", {}), ("envpool:CartPole-v1", {"env_groups": 2}), ("envpool:CartPole-v1", {}),
+                  ("gymnasium:HalfCheetah-v5", {}), ("envpool:HalfCheetah-v4", {}),
+                  ("envpool:HalfCheetah-v4", {"env_groups": 2}),
+                  # README row 8's shape (SB3's PPO settings): one env, so nothing overlaps its steps
+                  ("gymnasium:HalfCheetah-v5", {"num_envs": 1, "num_steps": 2048}))
 
 
 def host_step_cost(quick: bool, repeats: int) -> dict:
-    """Where a host env's fragment goes, per vector step, at the reference (PureJaxRL) config's 4
-    envs, the actor alone (no learner beside it): gymnasium and EnvPool CartPole-v1 and HalfCheetah,
+    """Where a host env's fragment goes, per vector step, the actor alone (no learner beside it): at
+    the reference (PureJaxRL) config's 4 envs, gymnasium and EnvPool CartPole-v1 and HalfCheetah,
     the actor's envs in one vector env or in two groups (`--env-groups 2`: one group steps on
-    EnvPool's threads while the actor acts for the other). Per step: the envs' step as the actor
-    makes it, one vector env of all 4 (`env_us`), the policy's jitted act call with its action
-    brought to the host (`act_us`), a jitted call that does nothing on an observation
-    (`dispatch_floor_us`), and the actor's whole fragment over its steps (`fragment_us`: env, act,
-    recording, the fragment's draws, its log-probabilities, values, GAE and the transfer). `env_bound_steps_per_second` is the rate
-    if acting, recording and learning cost nothing; `actor_to_env` the actor's share of it. Where
-    the actor runs on one core with its envs' threads (`envs.host.cores.actor_core`),
-    `env_us_on_actor_core` is the envs alone stepped so too. Envs whose extra (EnvPool, MuJoCo) is
-    not installed are left out."""
+    EnvPool's threads while the actor acts for the other); and HalfCheetah-v5 at 1 env x 2048 steps.
+    Per step: the envs' step as the actor makes it, one vector env of all the envs (`env_us`), the
+    policy's jitted act call with its action brought to the host (`act_us`), a jitted call that does
+    nothing on an observation (`dispatch_floor_us`), the two alternated on one thread with nothing
+    else (`alternated_us`: what any actor that steps its envs and acts in turn pays; each slows the
+    other there), and the actor's whole fragment over its steps (`fragment_us`: env, act, recording,
+    the fragment's draws, its log-probabilities, values, GAE and the transfer; `fragment_to_alternated`
+    its ratio to the alternated floor). `env_bound_steps_per_second` is the rate if acting,
+    recording and learning cost nothing; `actor_to_env` the actor's share of it. Where the actor runs
+    on one core with its envs' threads (`envs.host.cores.actor_core`), `env_us_on_actor_core` is the
+    envs alone stepped so too. Envs whose extra (EnvPool, MuJoCo) is not installed are left out."""
     results = {}
-    for env_id, groups in HOST_STEP_ROWS[:2] if quick else HOST_STEP_ROWS:
+    for env_id, settings in HOST_STEP_ROWS[:2] if quick else HOST_STEP_ROWS:
         try:
-            cfg = TrainConfig(env=env_id, mode="async", devices=1, env_groups=groups)
+            cfg = TrainConfig(env=env_id, mode="async", devices=1, **{"env_groups": 1, **settings})
             c = build(cfg)
         except ValueError as error:  # an optional extra not installed
             print(f"host_step_cost: {env_id} left out: {error}")
             continue
+        groups = cfg.env_groups
         label = f"host_step_cost/{env_id}/{cfg.num_envs}x{cfg.num_steps}" + (f"/groups={groups}" if groups > 1 else "")
         results[label] = _host_step_row(c, steps=32 if quick else 512, repeats=repeats)
     return results
@@ -143,6 +149,13 @@ def _host_step_row(c, steps: int, repeats: int) -> dict:
         for t in range(steps):
             np.asarray(single.observe_and_act(packed, stats, obs, obs, carry, reset, draws[t], noise)[0])
 
+    def alternated(vec):  # the actor's loop with nothing recorded: act, step, act on what it returned
+        step_obs = obs
+        for t in range(steps):
+            vec.step_async(np.asarray(single.observe_and_act(packed, stats, step_obs, step_obs, carry, reset, draws[t],
+                                                             noise)[0]))
+            step_obs = vec.receive()[0]
+
     nothing = jax.jit(lambda x: x)
 
     def empty_calls():
@@ -153,6 +166,11 @@ def _host_step_row(c, steps: int, repeats: int) -> dict:
         ("fragment_us", fragment, cfg.num_steps), ("env_us", env_steps, steps), ("act_us", act_calls, steps),
         ("dispatch_floor_us", empty_calls, steps))}
     envs.close()
+    with on_core(actor.core):  # as the actor steps its envs: on its core where it has one, their threads too
+        vec = c.env.make_vec(num_envs)
+        vec.reset(list(range(num_envs)))
+        per_step_us["alternated_us"] = _median_us(lambda: alternated(vec), repeats, steps)
+        vec.close()
     on_actor_core = {}
     if actor.core is not None:  # the envs alone where the actor steps them: on its core, with their threads
         with on_core(actor.core):
@@ -165,7 +183,8 @@ def _host_step_row(c, steps: int, repeats: int) -> dict:
     return {**per_step_us, **on_actor_core, "num_envs": num_envs, "env_groups": r.env_groups,
             "actor_steps_per_second": 1e6 * num_envs / per_step_us["fragment_us"],
             "env_bound_steps_per_second": 1e6 * num_envs / per_step_us["env_us"],
-            "actor_to_env": per_step_us["env_us"] / per_step_us["fragment_us"]}
+            "actor_to_env": per_step_us["env_us"] / per_step_us["fragment_us"],
+            "fragment_to_alternated": per_step_us["fragment_us"] / per_step_us["alternated_us"]}
 
 
 def host_sync_cost(quick: bool, repeats: int) -> dict:
