@@ -158,6 +158,8 @@ class HostRollout:
         self._observe_and_act = jax.jit(lambda p, *args: _observe_and_act(policy, unpack(p), *args, noise_correlation))
         # the params as the act calls take them: flat arrays (a call pays its dispatch per argument leaf)
         self.pack = jax.jit(pack)
+        # a published version's params as an actor uses them, in one call: without the seed axis, and packed
+        self.actor_params = jax.jit(lambda params: (lambda tree: (tree, pack(tree)))(jax.tree.map(lambda x: x[0], params)))
         # the fragment's last pre-reset observation, normalised as the next fragment's first step would
         self._observe_final = jax.jit(lambda stats, obs, final: stats.update(obs).normalize(final))
         # evaluation: frozen statistics
@@ -258,6 +260,13 @@ class HostActor:
         self._r, self._envs, self._seeds = rollout, envs, seeds
         self.core = core  # where `collect` runs, with the envs' threads it starts (`actor_core`)
         self._device, self._out = device, out_sharding
+        # whether a trajectory crosses to the learner's device (a put to the device it is on still
+        # walks its leaves: 0.16 ms a fragment on the CPU)
+        self._moves = out_sharding.device_set != {device}
+        # the state this actor returned last and its seed-less parts (carry, key, reset, stats, noise)
+        # on its device: the next fragment starts from them, without taking the seed axis off again
+        self._returned: RolloutState | None = None
+        self._carried: tuple = ()
         size = rollout.num_envs // len(envs)
         self._groups = [slice(g * size, (g + 1) * size) for g in range(len(envs))]
         self._source = self._params = None
@@ -279,11 +288,14 @@ class HostActor:
         r, T = self._r, self._r.num_steps
         start = time.perf_counter()
         if params is not self._source:  # once per version: the store hands out the same object
-            self._params, self._source = jax.device_put(r.unbatch(params), self._device), params
-            self._packed = r.pack(self._params)
-        state = jax.device_put(state, self._device)  # a no-op once it lives there
-        carry, key, reset, stats, noise = r.unbatch((state.carry, state.key, state.reset, state.obs_stats,
-                                                     state.noise))
+            self._params, self._packed = r.actor_params(jax.device_put(params, self._device) if self._moves else params)
+            self._source = params
+        if state is self._returned:
+            carry, key, reset, stats, noise = self._carried
+        else:  # a state from elsewhere (the run's start, a resume)
+            state = jax.device_put(state, self._device)
+            carry, key, reset, stats, noise = r.unbatch((state.carry, state.key, state.reset, state.obs_stats,
+                                                         state.noise))
         transfer_s = time.perf_counter() - start
         if self._obs is None:  # a fresh actor (a new or resumed run): the episodes start here
             self._obs = [envs.reset(self._seeds[group]) for envs, group in zip(self._envs, self._groups)]
@@ -342,8 +354,10 @@ class HostActor:
         trajectory = r.finish(self._params, rec, carry_after, initial_carry)
         inference_s += time.perf_counter() - tick
         tick = time.perf_counter()
-        trajectory = jax.block_until_ready(jax.device_put(trajectory, self._out))  # one transfer
-        new_state = r.rebatch(state, obs, stats, key, carry, _join(resets), _join(noises))
+        trajectory = jax.block_until_ready(jax.device_put(trajectory, self._out) if self._moves else trajectory)
+        reset, noise = _join(resets), _join(noises)
+        new_state = r.rebatch(state, obs, stats, key, carry, reset, noise)
+        self._returned, self._carried = new_state, (carry, key, reset, stats, noise)
         transfer_s += time.perf_counter() - tick
         self._timings = {"env_s": env_s, "inference_s": inference_s, "transfer_s": transfer_s}
         return new_state, trajectory
