@@ -126,19 +126,22 @@ class HostVecEnv(abc.ABC):
         """Each of `[T, B]` steps' episode return so far (float32) and length, in step order from
         the steps `receive`d before; an episode ending at a step starts the next from zero. The
         running returns are summed in float64, one step at a time (the same sums `step_wait` gives)."""
-        # in Python floats (IEEE doubles, as float64 adds them): a NumPy op per step costs more
-        running, length = self._returns.tolist(), self._lengths.tolist()
-        returns, lengths = [], []
-        for step_rewards, step_done in zip(reward.tolist(), done.tolist()):
-            running = [total + r for total, r in zip(running, step_rewards)]
-            length = [n + 1 for n in length]
-            returns.append(running)
-            lengths.append(length)
-            if any(step_done):
-                running = [0.0 if d else total for total, d in zip(running, step_done)]
-                length = [0 if d else n for n, d in zip(length, step_done)]
-        self._returns[:], self._lengths[:] = running, length
-        return np.array(returns, np.float32).reshape(reward.shape), np.array(lengths, np.int32).reshape(reward.shape)
+        returns, lengths = np.empty(reward.shape, np.float64), np.empty(reward.shape, np.int32)
+        start = 0
+        # a run of steps at a time, each ending at a step where some episode ended (or at the last
+        # step): within a run every env adds up, in step order (accumulate is sequential), from its
+        # running sums; after it the ended envs' sums restart
+        for stop in [*(np.flatnonzero(done.any(axis=1)) + 1).tolist(), len(reward)]:
+            if stop == start:
+                continue
+            run = slice(start, stop)
+            returns[run] = np.add.accumulate(np.concatenate([self._returns[None], reward[run]]), axis=0)[1:]
+            lengths[run] = self._lengths + np.arange(1, stop - start + 1, dtype=np.int32)[:, None]
+            ended = done[stop - 1]
+            self._returns = np.where(ended, 0.0, returns[stop - 1])
+            self._lengths = np.where(ended, 0, lengths[stop - 1]).astype(np.int32)
+            start = stop
+        return returns.astype(np.float32), lengths
 
     @abc.abstractmethod
     def _reset(self, seeds: list[int]) -> Any:
