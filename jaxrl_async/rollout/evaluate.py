@@ -6,8 +6,9 @@
 Every collector's `evaluator(num_episodes)` returns an evaluator with one interface: called as
 `evaluate(params, obs_stats, key, greedy=True)` (`greedy` a Python bool, or a traced one that
 picks between the mode and a sample), and `evaluate.stage(fn)` gives how a program
-that calls it runs — jitted for `DeviceEvaluator` (this module), as plain Python for the host
-envs' (`host.HostEvaluator`), so the run's code asks the evaluator, never its kind.
+that calls it runs — jitted for `DeviceEvaluator`, as plain Python for the host envs'
+(`HostEvaluator`, stepping NumPy envs of its own), so the run's code asks the evaluator, never its
+kind.
 
 Each of the `num_episodes` envs runs until its first episode ends (terminated or
 truncated by the env's time limit); the return is undiscounted. The loop is a
@@ -25,6 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxrl_async.envs.host.cores import actor_core, on_core
+from jaxrl_async.envs.host.vec import HostVecEnv
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.nets.actor_critic import Policy, reset_carry
 from jaxrl_async.envs.spaces import as_observation
@@ -166,3 +169,55 @@ class DeviceEvaluator:
 
     def close(self) -> None:
         pass
+
+
+class HostEvaluator:
+    """`evaluate(params, obs_stats, key, greedy=True) -> EvalResult` on host envs of its own:
+    `num_episodes` envs, each until its first episode ends (or `max_steps`). It steps NumPy envs,
+    so a program around it runs as plain Python (`stage`)."""
+
+    @staticmethod
+    def stage(fn: Callable, **jit_kwargs) -> Callable:
+        return fn
+
+    def __init__(self, rollout: Any, num_episodes: int, max_steps: int | None = None):
+        """`rollout`: the `host.HostRollout` whose policy and env spec it evaluates."""
+        self._r, self._n = rollout, num_episodes
+        self._max_steps = max_steps or rollout.spec.max_episode_steps or 10_000
+        self._envs: HostVecEnv | None = None
+        # where its envs' threads are best beside it (`actor_core`): the core before the first
+        # actor's, which goes on collecting while the learner's thread evaluates
+        self.core = actor_core(rollout.spec, 1, 1)
+
+    def __call__(self, params, obs_stats, key: jax.Array, greedy: bool = True) -> EvalResult:
+        with on_core(self.core):  # its envs' threads, started at the first call, take the core too
+            return self._evaluate(params, obs_stats, key, greedy)
+
+    def _evaluate(self, params, obs_stats, key: jax.Array, greedy: bool) -> EvalResult:
+        r, n = self._r, self._n
+        if self._envs is None:
+            self._envs = r.spec.make_vec(n)
+        key, seed_key = jax.random.split(key)
+        obs = self._envs.reset([int(s) for s in np.asarray(jax.random.randint(seed_key, (n,), 0, 2**31 - 1))])
+        if r.normalize_obs:  # the run's statistics, frozen
+            act = lambda p, o, c, rs, k: r.act_frozen(p, obs_stats, o, c, rs, k, greedy)  # noqa: E731
+        else:
+            act = r.act_greedy if greedy else r.act
+        carry, reset = r.policy.initial_carry((n,)), np.ones((n,), bool)
+        returns, lengths, done = np.zeros(n, np.float32), np.zeros(n, np.int32), np.zeros(n, bool)
+        keys = np.asarray(jax.random.split(key, self._max_steps))
+        for t in range(self._max_steps):
+            action, carry = act(params, obs, carry, reset, keys[t])
+            step = self._envs.step(np.asarray(action))
+            returns += np.where(done, 0.0, step.reward)
+            lengths += ~done
+            reset = step.terminated | step.truncated
+            done |= reset
+            obs = step.obs
+            if done.all():
+                break
+        return EvalResult(returns=returns, lengths=lengths, complete=done)
+
+    def close(self) -> None:
+        if self._envs is not None:
+            self._envs.close()

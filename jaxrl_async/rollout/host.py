@@ -4,7 +4,7 @@
     state = rollout.init(key)                          # jittable, like the device rollout's
     actor = rollout.make_actor(placement, states, ...) # `HostActors`: the async mode's actor threads
     state, trajectory = actor.collect(params, state)   # [1, T, B] Trajectory on the learner's device
-    evaluate = rollout.evaluator(num_episodes=32)      # `HostEvaluator`, on envs of its own
+    evaluate = rollout.evaluator(num_episodes=32)      # `evaluate.HostEvaluator`, on envs of its own
 
 Each of the T steps calls one jitted `act` on the actor's device (params copied there once per
 version) and steps the envs on the host; at the fragment's end one jitted call computes the
@@ -28,7 +28,7 @@ import numpy as np
 from jaxrl_async.envs.host.cores import actor_core, on_core
 from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv
 from jaxrl_async.envs.normalize import RunningMeanStd
-from jaxrl_async.rollout.evaluate import EvalResult
+from jaxrl_async.rollout.evaluate import HostEvaluator
 from jaxrl_async.core.exploration import check_correlation, correlate, fresh_noise, initial_noise
 from jaxrl_async.core.trees import pack, unpack
 from jaxrl_async.nets.actor_critic import Policy, reset_carry
@@ -217,7 +217,7 @@ class HostRollout:
         programs are this rollout's own (`program` unused): a host rollout is built for one run."""
         return HostActors(self, placement, state, device, seed=seed, start=start, num_actors=num_actors)
 
-    def evaluator(self, num_episodes: int, unroll: int = 1) -> "HostEvaluator":
+    def evaluator(self, num_episodes: int, unroll: int = 1) -> HostEvaluator:
         return HostEvaluator(self, num_episodes)
 
     def record_spec(self, params) -> dict:
@@ -481,54 +481,3 @@ class HostActors:
             self._pool.shutdown(wait=True)
         for actor in self._actors:
             actor.close()
-
-
-class HostEvaluator:
-    """`evaluate(params, obs_stats, key, greedy=True) -> EvalResult` on host envs of its own:
-    `num_episodes` envs, each until its first episode ends (or `max_steps`). It steps NumPy envs,
-    so a program around it runs as plain Python (`stage`)."""
-
-    @staticmethod
-    def stage(fn: Callable, **jit_kwargs) -> Callable:
-        return fn
-
-    def __init__(self, rollout: HostRollout, num_episodes: int, max_steps: int | None = None):
-        self._r, self._n = rollout, num_episodes
-        self._max_steps = max_steps or rollout.spec.max_episode_steps or 10_000
-        self._envs: HostVecEnv | None = None
-        # where its envs' threads are best beside it (`actor_core`): the core before the first
-        # actor's, which goes on collecting while the learner's thread evaluates
-        self.core = actor_core(rollout.spec, 1, 1)
-
-    def __call__(self, params, obs_stats, key: jax.Array, greedy: bool = True) -> EvalResult:
-        with on_core(self.core):  # its envs' threads, started at the first call, take the core too
-            return self._evaluate(params, obs_stats, key, greedy)
-
-    def _evaluate(self, params, obs_stats, key: jax.Array, greedy: bool) -> EvalResult:
-        r, n = self._r, self._n
-        if self._envs is None:
-            self._envs = r.spec.make_vec(n)
-        key, seed_key = jax.random.split(key)
-        obs = self._envs.reset([int(s) for s in np.asarray(jax.random.randint(seed_key, (n,), 0, 2**31 - 1))])
-        if r.normalize_obs:  # the run's statistics, frozen
-            act = lambda p, o, c, rs, k: r.act_frozen(p, obs_stats, o, c, rs, k, greedy)  # noqa: E731
-        else:
-            act = r.act_greedy if greedy else r.act
-        carry, reset = r.policy.initial_carry((n,)), np.ones((n,), bool)
-        returns, lengths, done = np.zeros(n, np.float32), np.zeros(n, np.int32), np.zeros(n, bool)
-        keys = np.asarray(jax.random.split(key, self._max_steps))
-        for t in range(self._max_steps):
-            action, carry = act(params, obs, carry, reset, keys[t])
-            step = self._envs.step(np.asarray(action))
-            returns += np.where(done, 0.0, step.reward)
-            lengths += ~done
-            reset = step.terminated | step.truncated
-            done |= reset
-            obs = step.obs
-            if done.all():
-                break
-        return EvalResult(returns=returns, lengths=lengths, complete=done)
-
-    def close(self) -> None:
-        if self._envs is not None:
-            self._envs.close()
