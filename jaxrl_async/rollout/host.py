@@ -156,9 +156,8 @@ class HostRollout:
         self.act = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=False)[::3])
         self.act_greedy = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=True)[::3])
         self._observe_and_act = jax.jit(lambda p, *args: _observe_and_act(policy, unpack(p), *args, noise_correlation))
-        # the params as the act calls take them: flat arrays (a call pays its dispatch per argument leaf)
-        self.pack = jax.jit(pack)
-        # a published version's params as an actor uses them, in one call: without the seed axis, and packed
+        # a published version's params as an actor uses them, in one call: without the seed axis, and
+        # packed as the act calls take them (flat arrays: a call pays its dispatch per argument leaf)
         self.actor_params = jax.jit(lambda params: (lambda tree: (tree, pack(tree)))(jax.tree.map(lambda x: x[0], params)))
         # the fragment's last pre-reset observation, normalised as the next fragment's first step would
         self._observe_final = jax.jit(lambda stats, obs, final: stats.update(obs).normalize(final))
@@ -188,7 +187,7 @@ class HostRollout:
 
     def observe_and_act(self, packed, stats, obs, final_prev, carry, reset, draw, noise) -> tuple:
         """(action, carry, noise, stats, the obs to record, the previous step's `next_obs` to
-        record), for the params as `pack` packs them: `_observe_and_act` where observations are normalised, else the
+        record), for the params as `actor_params` packs them: `_observe_and_act` where observations are normalised, else the
         plain act (no statistics, the observations as they are: nothing more crosses to the device)."""
         if self.normalize_obs:
             return self._observe_and_act(packed, stats, obs, final_prev, carry, reset, draw, noise)
@@ -387,7 +386,7 @@ class HostActor:
         """Run the fragment's programs once on zeros (results dropped), so their compilation and
         first-run work count as compilation, not as the first fragment's time."""
         r, B = self._r, self._r.num_envs
-        params = jax.device_put(r.unbatch(params), self._device)
+        params, packed = r.actor_params(jax.device_put(params, self._device) if self._moves else params)
         state = jax.device_put(state, self._device)
         carry, key, reset, stats, noise = r.unbatch((state.carry, state.key, state.reset, state.obs_stats,
                                                      state.noise))
@@ -396,7 +395,7 @@ class HostActor:
         carry = jax.device_put(r.policy.initial_carry((B,)), self._device)
         _, draws = r.fragment_draws(params, jax.device_put(jax.random.PRNGKey(0), self._device), r.num_steps)
         group, first = self._groups[0], lambda tree: self._parts(tree)[0]  # noqa: E731
-        r.observe_and_act(r.pack(params), stats, first(zeros), first(zeros), first(carry), np.ones((group.stop,), bool),
+        r.observe_and_act(packed, stats, first(zeros), first(zeros), first(carry), np.ones((group.stop,), bool),
                           _rows(draws)((0, group)), first(noise))
         _join(self._parts((carry, noise)))
         r.observe_final(stats, zeros, zeros)

@@ -118,7 +118,6 @@ def _host_step_row(c, steps: int, repeats: int) -> dict:
     cfg, r = c.cfg, c.rollout
     num_envs = cfg.num_envs
     state = initial_states(c)
-    params = r.unbatch(state.learner.params)
     device = jax.devices()[0]
     actor = r.actor(list(range(num_envs)), device, jax.sharding.SingleDeviceSharding(device))
     actor.warm_up(state.learner.params, state.rollout)
@@ -133,7 +132,7 @@ def _host_step_row(c, steps: int, repeats: int) -> dict:
     single = r.with_num_envs(num_envs) if r.env_groups > 1 else r  # the act call over all the envs
     stats, carry, noise = r.unbatch((state.rollout.obs_stats, state.rollout.carry, state.rollout.noise))
     reset = np.zeros((num_envs,), bool)
-    packed = single.pack(params)  # as the actor passes them
+    params, packed = single.actor_params(state.learner.params)  # as the actor takes them
     _, draws = single.fragment_draws(params, jax.random.PRNGKey(0), steps)
     draws = [jax.tree.map(lambda x, t=t: np.asarray(x[t]), draws) for t in range(steps)]
     # the envs' steps take actions the policy chose (a random action can leave a MuJoCo env's bounds)
