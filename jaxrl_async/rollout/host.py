@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_async.envs.host.cores import actor_core, on_core
-from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv
+from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, set_row
 from jaxrl_async.envs.normalize import RunningMeanStd
 from jaxrl_async.rollout.evaluate import HostEvaluator
 from jaxrl_async.core.exploration import check_correlation, correlate, fresh_noise, initial_noise
@@ -373,8 +373,7 @@ class HostActor:
             done = terminated | truncated
             episode_return, episode_length = envs.tally(reward, done)
             for name in ("obs", "next_obs"):
-                map_shapes(lambda _, batch, rows: batch.__setitem__((slice(None), group), rows),
-                           self._r.policy.obs_shape, rec[name], stack(steps[g][name]))
+                set_row(self._r.policy.obs_shape, rec[name], (slice(None), group), stack(steps[g][name]))
             for name, value in (("action", np.array(steps[g]["action"])), ("reward", reward),
                                 ("terminated", terminated), ("truncated", truncated),
                                 ("episode_return", episode_return), ("episode_length", episode_length),
