@@ -20,8 +20,7 @@ from jaxrl_async.trainer.training import train
 def two_device_results():
     # compiled optimised, as the CLI compiles: compiled fast (compilation.py), the gymnax run's params
     # on the two devices differed in one bit on a Zen 4 EPYC, not compiled optimised
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "optimization_level" not in f
-             and "fusion_emitters" not in f]
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not any(name in f for name in compilation.OPTIMIZED)]
     env = {**os.environ, "JAX_NUM_CPU_DEVICES": "2",
            "XLA_FLAGS": " ".join(flags + compilation.OPTIMIZED_XLA_FLAGS.split())}
     probe = os.path.join(os.path.dirname(__file__), "actor_device_probe.py")
