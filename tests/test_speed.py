@@ -1,7 +1,7 @@
 """Speed settings change how programs are laid out, never what they compute.
 
 - `config.resolve_speed`: 'auto' takes the backend's default, an explicit value stays, the matrix
-  GAE gives way to the scan past its memory bound.
+  GAE gives way to the scan past its size bound (XLA:GPU compiles bigger ones for minutes).
 - The matrix form of the reverse recursion equals the scan (also from a non-zero initial
   value, across zero decays, on long fragments).
 - A short training run gives the same params (to float rounding) under the CPU's and the
@@ -48,11 +48,15 @@ def test_explicit_settings_stay():
                                                             update_unroll=3, eval_unroll=5)
 
 
-def test_matrix_gae_gives_way_to_the_scan_past_its_memory_bound():
+def test_matrix_gae_gives_way_to_the_scan_past_its_size_bound():
     small = TrainConfig(num_envs=4, num_steps=128)
     assert speed.resolve_speed(small, "gpu").gae_scan == "matrix"
-    # 64 x 1024^2 floats per seed is 256 MiB: the scan
-    large = TrainConfig(num_envs=64, num_steps=1024, total_timesteps=64 * 1024)
+    # 2048 x 64^2 floats (32 MiB) is the largest the GPU was measured to compile in seconds: matrix
+    at_bound = TrainConfig(num_envs=2048, num_steps=64, total_timesteps=2048 * 64)
+    assert at_bound.num_envs * at_bound.num_steps ** 2 == speed.MATRIX_GAE_MAX_FLOATS
+    assert speed.resolve_speed(at_bound, "gpu").gae_scan == "matrix"
+    # 512 seeds x 4 x 128^2 (128 MiB) took XLA:GPU 2.5 minutes to compile as a matrix: the scan
+    large = TrainConfig(num_envs=4, num_steps=128, num_seeds=512)
     assert speed.resolve_speed(large, "gpu").gae_scan == "sequential"
     assert speed.resolve_speed(dataclasses.replace(large, gae_scan="matrix"), "gpu").gae_scan == "matrix"
 
