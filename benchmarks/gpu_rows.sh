@@ -14,7 +14,10 @@
 # async: the reference and 2048x64 at --lag 1), breakout (--preset none: rejax's
 # config), suites (rollout / raw at 1024 envs for Brax, Playground and Craftax, with the suites'
 # wheels in .gpu/whl/suites; Craftax's four programs took over 130 s to compile on an H100),
-# bisect (the 2048x64 row under each tree in .gpu/trees, then this one and rejax's). Results: one JSON
+# bisect (the 2048x64 row under each tree in .gpu/trees, then this one and rejax's), levers (speed settings
+# by flag on the rows short of 1.3x), seeds512seq (512 seeds with the sequential GAE), profile (kernels
+# per iteration, ours and rejax's: benchmarks/gpu_kernels.py), tests (the core paths' fast tests; rlax,
+# which test_pqn.py imports, is not on the machine: add its wheel to whl/ours). Results: one JSON
 # line per run in $OUT/results.jsonl, peers' tables in $OUT/peers-*.json, logs in $OUT/logs.txt.
 set -u
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -35,7 +38,7 @@ ours() {  # ours TAG FLAGS...   (PYTHONPATH picks the tree)
   rm -rf $W/$tag
   if timeout $(( $(left) - 5 )) python3 -m jaxrl_async.cli train "$@" --eval-episodes 1 --eval-interval 0 \
       --checkpoint-interval 0 --compilation-cache off --run-dir $W/$tag >>$LOG 2>&1; then
-    res "$(python3 -c "import json; s=json.load(open('$W/$tag/summary.json')); print(json.dumps({'tag': '$tag', 'who': 'ours', 'sps': s['steps_per_second'], 'compile_s': s['compile_s'], 'train_s': s['train_s'], 'ret': s.get('final_eval_return_mean'), 'speed': s.get('speed')}))")"
+    res "$(python3 -c "import json; s=json.load(open('$W/$tag/summary.json')); print(json.dumps({'tag': '$tag', 'who': 'ours', 'sps': s['steps_per_second'], 'compile_s': s['compile_s'], 'train_s': s['train_s'], **{k: s.get(k) for k in ('compile_trace_s', 'compile_lower_s', 'compile_xla_s', 'eval_compile_s')}, 'ret': s.get('final_eval_return_mean'), 'speed': s.get('speed')}))")"
   else res "{\"tag\": \"$tag\", \"who\": \"ours\", \"error\": true}"; tail -5 $LOG; fi
   echo "$tag: $(tail -1 $OUT/results.jsonl | cut -c1-160); $(left)s left"
 }
@@ -52,6 +55,7 @@ peers() {  # peers CASE ROUNDS
     --rounds $2 --rejax-repeats 2 --out $OUT/peers-$1.json 2>&1 | tail -4
 }
 BIG="--env CartPole-v1 --num-envs 2048 --num-steps 64 --num-minibatches 8 --total-timesteps 30000000"
+BO_BIG="--env Breakout-MinAtar --preset none --num-envs 1024 --num-steps 64 --num-minibatches 8 --torso mlp --total-timesteps 20000000"
 big_rejax() { peer big-rejax CartPole-v1 2048 64 4 8 3e7 0 1; }
 seeds() {
   ours seeds64 --env CartPole-v1 --total-timesteps 500000 --num-seeds 64
@@ -74,8 +78,23 @@ for phase in ${@:-peers rows breakout}; do
     seeds64) ours seeds64 --env CartPole-v1 --total-timesteps 500000 --num-seeds 64
       peer seeds64-rejax CartPole-v1 4 128 4 4 5e5 64 1 ;;
     async) async_rows ;;
+    levers)  # the speed settings by flag on the rows short of 1.3x: which loop layout pays there
+      ours big-uu8 $BIG --update-unroll 8; ours big-su8 $BIG --scan-unroll 8
+      ours bo-big-uu8 $BO_BIG --update-unroll 8
+      ours pqn --env CartPole-v1 --algo pqn; ours pqn-uu16 --env CartPole-v1 --algo pqn --update-unroll 16 ;;
+    seeds512seq)  # is the 512-seed program's slow compile the matrix GAE's?
+      ours seeds512-seq --env CartPole-v1 --total-timesteps 500000 --num-seeds 512 --gae-scan sequential ;;
+    profile)  # kernels per iteration, ours and rejax's, 2048x64 (benchmarks/gpu_kernels.py)
+      for who in ours rejax; do [ $(left) -lt 90 ] && { echo "skip profile $who"; continue; }
+        [ $who = ours ] && pp=/tmp/site-ours:$R || pp=/tmp/site-rejax
+        PYTHONPATH=$pp timeout $(( $(left) - 5 )) python3 $R/benchmarks/gpu_kernels.py $who big $OUT/profile-big-$who.json 2>&1 | tail -13
+      done ;;
+    tests)  # the fast tests of the core paths on the GPU, for what time is left
+      timeout $(( $(left) - 5 )) python3 -m pytest -o addopts="" -q -n 8 -m "not slow" -p no:cacheprovider \
+        tests/test_advantages.py tests/test_rollout.py tests/test_train.py tests/test_pqn.py tests/test_ppo.py \
+        tests/test_async_train.py tests/test_checkpoint.py 2>&1 | tail -25 | tee $OUT/tests.txt ;;
     breakout)
-      ours bo-big --env Breakout-MinAtar --preset none --num-envs 1024 --num-steps 64 --num-minibatches 8 --torso mlp --total-timesteps 20000000
+      ours bo-big $BO_BIG
       peer bo-big-rejax Breakout-MinAtar 1024 64 4 8 2e7 0 1
       ours bo --env Breakout-MinAtar --preset none --num-envs 32 --num-steps 32 --learning-rate 0.00025674 --gamma 0.995 --max-grad-norm 1 --torso mlp --total-timesteps 1000000
       peer bo-rejax Breakout-MinAtar 32 32 4 4 1e6 0 1 0.00025674 tanh 0.995 1 ;;
