@@ -80,6 +80,13 @@ def without_timings(line: dict) -> dict:
 
 # -- lag 0: the fused mode, exactly --------------------------------------------
 
+# On a GPU, XLA fuses the fused program's reductions differently from the async programs' (unrolled
+# loops, the matrix GAE), so the two agree to float rounding there, not to the bit: the last digits
+# of a metric differ (docs/benchmarks.md, "Speed on a GPU"). The bitwise claim is the CPU's.
+bitwise_on_this_backend = pytest.mark.xfail(jax.default_backend() != "cpu", strict=False,
+                                            reason="lag 0 equals the fused mode to the bit on the CPU only")
+
+@bitwise_on_this_backend
 @pytest.mark.parametrize("fused, lag0", [("fused", "lag0"), ("fused_2_seeds", "lag0_2_seeds")])
 def test_lag_0_gives_the_fused_params(runs, fused, lag0):
     fused_digests = runs[fused][1].summary["params_digest"]
@@ -87,6 +94,7 @@ def test_lag_0_gives_the_fused_params(runs, fused, lag0):
     assert len(fused_digests) == runs[fused][0].num_seeds
 
 
+@bitwise_on_this_backend
 @pytest.mark.parametrize("fused, lag0", [("fused", "lag0"), ("fused_2_seeds", "lag0_2_seeds")])
 def test_lag_0_writes_the_fused_metrics_line_for_line(runs, fused, lag0):
     cfg, _, fused_lines = runs[fused]
