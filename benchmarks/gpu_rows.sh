@@ -15,7 +15,8 @@
 # config), suites (rollout / raw at 1024 envs for Brax, Playground and Craftax, with the suites'
 # wheels in .gpu/whl/suites; Craftax's four programs took over 130 s to compile on an H100),
 # bisect (the 2048x64 row under each tree in .gpu/trees, then this one and rejax's), levers (speed settings
-# by flag on the rows short of 1.3x), seeds512seq (512 seeds with the sequential GAE), profile (kernels
+# by flag on the rows short of 1.3x), compile (the 2048x64 row's compile time under rolled loops and
+# without XLA's autotuning), seeds512seq (512 seeds with the sequential GAE), profile (kernels
 # per iteration, ours and rejax's: benchmarks/gpu_kernels.py), tests (the core paths' fast tests; rlax,
 # which test_pqn.py imports, is not on the machine: add its wheel to whl/ours). Results: one JSON
 # line per run in $OUT/results.jsonl, peers' tables in $OUT/peers-*.json, logs in $OUT/logs.txt.
@@ -82,6 +83,10 @@ for phase in ${@:-peers rows breakout}; do
       ours big-uu8 $BIG --update-unroll 8; ours big-su8 $BIG --scan-unroll 8
       ours bo-big-uu8 $BO_BIG --update-unroll 8
       ours pqn --env CartPole-v1 --algo pqn; ours pqn-uu16 --env CartPole-v1 --algo pqn --update-unroll 16 ;;
+    compile)  # what our GPU compile time (1.6-2.0x rejax's, 90% XLA) buys: layouts and autotuning, 2048x64
+      ours big-rolled $BIG --scan-unroll 1 --update-unroll 1 --gae-scan sequential
+      ours big-uu1 $BIG --update-unroll 1
+      XLA_FLAGS=--xla_gpu_autotune_level=0 ours big-noautotune $BIG ;;
     seeds512seq)  # is the 512-seed program's slow compile the matrix GAE's?
       ours seeds512-seq --env CartPole-v1 --total-timesteps 500000 --num-seeds 512 --gae-scan sequential ;;
     profile)  # kernels per iteration, ours and rejax's, 2048x64 (benchmarks/gpu_kernels.py)
