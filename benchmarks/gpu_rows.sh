@@ -11,7 +11,7 @@
 # Phases (default: peers rows breakout): peers (reference and PQN via benchmarks.peers: alternated,
 # both startups timed alike; pqn: PQN alone), rows (big: 2048x64, then seeds: 64 and 512 seeds
 # (seeds64: 64 alone), then
-# async: the reference and 2048x64 at --lag 1), breakout (--preset none: rejax's
+# async: the reference and 2048x64 at --lag 1, the reference with the actor on the CPU), breakout (--preset none: rejax's
 # config), suites (rollout / raw at 1024 envs for Brax, Playground and Craftax, with the suites'
 # wheels in .gpu/whl/suites; Craftax's four programs took over 130 s to compile on an H100),
 # bisect (the 2048x64 row under each tree in .gpu/trees, then this one and rejax's), levers (speed settings
@@ -67,6 +67,8 @@ seeds() {
 async_rows() {
   ours async-ref --env CartPole-v1 --total-timesteps 500000 --mode async --lag 1
   ours async-big $BIG --mode async --lag 1
+  # the CPU acts while the GPU learns (../shared/peers/gpu/actor_split.py: max(3.7, 2.5) ms against 9.1)
+  ours async-ref-cpu-actor --env CartPole-v1 --total-timesteps 500000 --mode async --lag 1 --actor-device cpu
 }
 for phase in ${@:-peers rows breakout}; do
   echo "== $phase, $(left)s left"
