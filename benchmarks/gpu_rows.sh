@@ -10,9 +10,8 @@
 # There (the device tool, carry [".gpu"]):  DEADLINE=540 bash benchmarks/gpu_rows.sh [PHASE ...]
 # Phases (default: peers rows breakout): peers (reference and PQN via benchmarks.peers: alternated,
 # both startups timed alike; pqn: PQN alone), rows (big: 2048x64, then seeds: 64 and 512 seeds
-# (seeds64: 64 alone), then
-# async: the reference and 2048x64 at --lag 1, the reference with the actor on the CPU), breakout (--preset none: rejax's
-# config), suites (rollout / raw at 1024 envs for Brax, Playground and Craftax, with the suites'
+# (seeds64: 64 alone), then async: the reference and 2048x64 at --lag 1, the reference with the
+# actor on the CPU), breakout (--preset none: rejax's config), suites (rollout / raw at 1024 envs for Brax, Playground and Craftax, with the suites'
 # wheels in .gpu/whl/suites; Craftax's four programs took over 130 s to compile on an H100),
 # bisect (the 2048x64 row under each tree in .gpu/trees, then this one and rejax's), levers (speed settings
 # by flag on the rows short of 1.3x), compile (the 2048x64 row's compile time under rolled loops and

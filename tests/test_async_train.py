@@ -86,6 +86,7 @@ def without_timings(line: dict) -> dict:
 bitwise_on_this_backend = pytest.mark.xfail(jax.default_backend() != "cpu", strict=False,
                                             reason="lag 0 equals the fused mode to the bit on the CPU only")
 
+
 @bitwise_on_this_backend
 @pytest.mark.parametrize("fused, lag0", [("fused", "lag0"), ("fused_2_seeds", "lag0_2_seeds")])
 def test_lag_0_gives_the_fused_params(runs, fused, lag0):
