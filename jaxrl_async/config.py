@@ -582,9 +582,8 @@ BACKEND_DEFAULTS = {
 }
 # a backend not measured (TPU, ...) is launch-bound like the GPU rather than like the CPU
 _OTHER = BACKEND_DEFAULTS["gpu"]
-# the matrix GAE holds a [T, T] matrix per env and seed: past this many floats (32 MiB), the scan.
-# The bound is compile time, not memory: the largest size measured to compile as fast as the rest
-# of the program (2048 envs x 64 steps), where 512 seeds x 4 x 128 steps took XLA:GPU minutes.
+# the matrix GAE holds a [T, T] matrix per env and seed: past this many floats (32 MiB, 2048 x 64^2:
+# the largest measured to compile in seconds on a GPU; 512 seeds x 4 x 128^2 took minutes), the scan
 MATRIX_GAE_MAX_FLOATS = 1 << 23
 
 
