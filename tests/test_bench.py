@@ -41,7 +41,7 @@ def test_microbenchmarks_report_compile_time_and_rates(quick_report):
 
 def test_gae_placement(quick_report):
     gae = quick_report[1]["results"]["gae_placement/CartPole-v1/4x128"]
-    assert 0 < gae["gae_ms"] < gae["collect_ms"]
+    assert gae["gae_ms"] > 0 and gae["collect_ms"] > 0  # timed apart, so not ordered (see test_host_step_cost)
     assert gae["gae_share_of_update"] == pytest.approx(gae["gae_ms"] / gae["update_ms"])
 
 
@@ -75,13 +75,13 @@ def test_gradient_step_cost(quick_report):
 
 def test_host_step_cost(quick_report):
     host = quick_report[1]["results"]["host_step_cost/gymnasium:CartPole-v1/4x128"]
-    # a fragment's step steps the envs and acts; the act call does more than an empty jitted call
-    assert host["fragment_us"] > host["env_us"] > 0 and host["act_us"] > host["dispatch_floor_us"] > 0
+    # each part timed on its own: not ordered against each other, since under the suite's load one slow
+    # median of two repeats put the envs alone at 61.6 us and the whole fragment's step at 56.9 us
+    assert min(host[k] for k in ("fragment_us", "env_us", "act_us", "dispatch_floor_us")) > 0
     assert host["env_bound_steps_per_second"] == pytest.approx(4e6 / host["env_us"])
     assert host["actor_steps_per_second"] == pytest.approx(4e6 / host["fragment_us"])
     assert host["actor_to_env"] == pytest.approx(host["env_us"] / host["fragment_us"]) and host["env_groups"] == 1
-    # the env's step and the act call in turn: timed, not ordered against the parts (under the suite's
-    # load one slow median of two repeats put the env alone at 111 us and the two in turn at 77 us)
+    # likewise the env's step and the act call in turn (once 111 us for the env alone, 77 us for both)
     assert host["alternated_us"] > 0
     assert host["fragment_to_alternated"] == pytest.approx(host["fragment_us"] / host["alternated_us"])
     # EnvPool (in the dev extra) in two env groups
