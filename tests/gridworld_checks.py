@@ -52,7 +52,7 @@ def suite_runs(env: str, root, **overrides) -> SuiteRuns:
     return SuiteRuns(full, stopped, resumed, async_run)
 
 
-def check_suite_runs(runs: SuiteRuns) -> None:
+def assert_suite_runs(runs: SuiteRuns) -> None:
     """Every run trained all its updates with finite metrics; the resumed run is the full run's twin."""
     for result in (runs.full, runs.resumed, runs.async_run):
         assert result.completed

@@ -16,7 +16,7 @@ import pytest
 from jumanji.types import StepType
 from jumanji.wrappers import MultiToSingleWrapper
 
-from gridworld_checks import check_suite_runs, learn_preset, run_actions, suite_runs
+from gridworld_checks import assert_suite_runs, learn_preset, run_actions, suite_runs
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.spaces import MultiDiscrete, observation_shapes
 from jaxrl_async.envs.suites import suite_env_ids
@@ -137,7 +137,7 @@ def runs(tmp_path_factory):
 
 
 def test_training_fused_async_and_resume(runs):
-    check_suite_runs(runs)
+    assert_suite_runs(runs)
 
 
 # A uniformly random policy eats 0.10 fruits an episode (5 seeds x 32 episodes: 0.03 to 0.19 per seed)

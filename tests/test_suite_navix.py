@@ -13,7 +13,7 @@ import navix
 import numpy as np
 import pytest
 
-from gridworld_checks import check_suite_runs, learn_preset, run_actions, suite_runs
+from gridworld_checks import assert_suite_runs, learn_preset, run_actions, suite_runs
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.wrappers import max_truncations
 from jaxrl_async.envs.spaces import observation_shapes
@@ -95,7 +95,7 @@ def runs(tmp_path_factory):
 
 
 def test_training_fused_async_and_resume(runs):
-    check_suite_runs(runs)
+    assert_suite_runs(runs)
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from xminigrid.core.constants import TILES_REGISTRY, Colors, Tiles
 from xminigrid.core.goals import AgentHoldGoal, AgentNearGoal
 from xminigrid.core.rules import EmptyRule
 
-from gridworld_checks import check_suite_runs, learn_preset, run_actions, suite_runs
+from gridworld_checks import assert_suite_runs, learn_preset, run_actions, suite_runs
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.wrappers import max_truncations
 from jaxrl_async.envs.spaces import observation_shapes
@@ -133,7 +133,7 @@ def runs(tmp_path_factory):
 
 
 def test_training_fused_async_and_resume(runs):
-    check_suite_runs(runs)
+    assert_suite_runs(runs)
 
 
 @pytest.mark.slow

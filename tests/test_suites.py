@@ -43,6 +43,14 @@ class Countdown(SuiteEnv):
         return spaces.Box(0.0, 10.0, (1,), jnp.float32)
 
 
+def test_an_adapter_without_one_of_the_four_methods_cannot_be_made():
+    class NoObservationSpace(SuiteEnv):
+        reset_env, step_env, action_space = Countdown.reset_env, Countdown.step_env, Countdown.action_space
+
+    with pytest.raises(TypeError, match="observation_space"):
+        NoObservationSpace()
+
+
 def _run(env, actions, seed=0):
     """Step the env through `actions` from a reset; a list of the step's outputs as numpy."""
     key = jax.random.PRNGKey(seed)

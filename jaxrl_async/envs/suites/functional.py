@@ -26,6 +26,7 @@ where `step_env` never resets, `terminated` is the task's end (no bootstrap past
 
 from __future__ import annotations
 
+import abc
 import functools
 import math
 from typing import Any
@@ -56,8 +57,9 @@ def select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
     return jax.tree.map(lambda a, b: jax.lax.select(pred, a, b), on_true, on_false)
 
 
-class SuiteEnv:
-    """Base of the suites' adapters: see the module docstring."""
+class SuiteEnv(abc.ABC):
+    """Base of the suites' adapters: see the module docstring. An adapter that lacks one of the
+    four abstract methods cannot be made (Python's TypeError names it)."""
 
     name: str = "SuiteEnv"
     AUTO_RESETS = ("full", "cached")
@@ -75,14 +77,17 @@ class SuiteEnv:
     def default_params(self) -> SuiteParams:
         return self._params
 
+    @abc.abstractmethod
     def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[Any, Any]:
-        raise NotImplementedError
+        """One env's reset: (obs, the suite's own state)."""
 
+    @abc.abstractmethod
     def step_env(self, key: jax.Array, inner: Any, action: Any, params: SuiteParams) -> tuple:
-        raise NotImplementedError
+        """One env's step, never resetting: (obs, inner, reward, terminated, truncated)."""
 
+    @abc.abstractmethod
     def action_space(self, params: Any = None) -> Any:
-        raise NotImplementedError
+        """The action space, as gymnax's spaces."""
 
     def own_truncation_interval(self) -> float | None:
         """The fewest steps between two of the suite's own truncations of one env (its clock
@@ -100,8 +105,9 @@ class SuiteEnv:
         limit = (self._params if params is None else params).max_steps_in_episode
         return None if own is None else min(own, limit or math.inf)
 
+    @abc.abstractmethod
     def observation_space(self, params: Any = None) -> Any:
-        raise NotImplementedError
+        """The observation space, as gymnax's spaces."""
 
     # The suite's own reset and step, each traced once per env and context, then reused from
     # JAX's cache (jit keeps a function's jaxpr per argument types): the loop's auto-reset holds
