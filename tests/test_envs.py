@@ -134,7 +134,7 @@ def test_the_wrappers_keep_the_spaces(env_id, num_actions, action_shape, obs_sha
 @pytest.mark.parametrize(
     "bad_id, suggestion",
     [("CartPole-v2", "CartPole-v1"), ("cartpole-v1", "CartPole-v1"),
-     ("Probe-Truncaton", "Probe-Truncation")],
+     ("Probe-Truncaton", "Probe-Truncation"), ("bandit", "SimpleBandit-bsuite")],
 )
 def test_unknown_id_suggests_close_matches(bad_id, suggestion):
     with pytest.raises(ValueError) as excinfo:
@@ -143,11 +143,11 @@ def test_unknown_id_suggests_close_matches(bad_id, suggestion):
     assert "\n" not in message
     assert repr(bad_id) in message
     assert repr(suggestion) in message
-    assert "registered_env_ids()" in message
+    assert "`jaxrl-async envs` lists" in message and "registered_env_ids()" in message
 
 
 def test_unknown_id_without_close_match():
-    with pytest.raises(ValueError, match="no close matches.*registered_env_ids"):
+    with pytest.raises(ValueError, match="no close matches.*jaxrl-async envs.*registered_env_ids"):
         make_env("Qwxyz")
 
 

@@ -88,14 +88,17 @@ def _construct(env_id: str, env_kwargs: dict[str, Any]) -> Any:
 def _unknown_id_message(env_id: str) -> str:
     known = registered_env_ids()
     by_lower = {known_id.lower(): known_id for known_id in known}
-    close = difflib.get_close_matches(str(env_id).lower(), list(by_lower), n=3, cutoff=0.6)
+    typed = str(env_id).lower()
+    close = difflib.get_close_matches(typed, list(by_lower), n=3, cutoff=0.6)
+    # a part of a name ('mnist', 'pong') is too short for difflib's ratio: the ids that contain it
+    close = close or [known_lower for known_lower in by_lower if typed and typed in known_lower][:3]
     if close:
         hint = "did you mean " + ", ".join(repr(by_lower[c]) for c in close) + "?"
     else:
         hint = "no close matches."
     return (
-        f"unknown env_id {env_id!r}; {hint} "
-        f"See jaxrl_async.envs.registered_env_ids() for all {len(known)} ids."
+        f"unknown env_id {env_id!r}; {hint} `jaxrl-async envs` lists all {len(known)} ids "
+        "(from Python: jaxrl_async.envs.registered_env_ids())."
     )
 
 
