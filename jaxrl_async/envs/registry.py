@@ -90,7 +90,7 @@ def _unknown_id_message(env_id: str) -> str:
     by_lower = {known_id.lower(): known_id for known_id in known}
     typed = str(env_id).lower()
     close = difflib.get_close_matches(typed, list(by_lower), n=3, cutoff=0.6)
-    # a part of a name ('mnist', 'pong') is too short for difflib's ratio: the ids that contain it
+    # a part of a name ('bandit') is too short for difflib's ratio: the ids that contain it
     close = close or [known_lower for known_lower in by_lower if typed and typed in known_lower][:3]
     if close:
         hint = "did you mean " + ", ".join(repr(by_lower[c]) for c in close) + "?"
