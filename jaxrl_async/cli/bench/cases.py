@@ -207,8 +207,8 @@ def _e2e_variants(quick: bool) -> dict[str, TrainConfig]:
             variants[f"e2e/{label}/async-lag1-actor-cpu/seeds=1"] = TrainConfig(
                 **base, mode="async", lag="1", actor_device="cpu", devices=1)
     if not quick:  # a replay learner: fused against the async actor one version behind (issue #16)
-        variants["e2e/dqn-8x32/fused/seeds=1"] = TrainConfig(**DQN_CARTPOLE, devices=1)
-        variants["e2e/dqn-8x32/async-lag1/seeds=1"] = TrainConfig(**DQN_CARTPOLE, devices=1, mode="async", lag="1")
+        variants["e2e/dqn-8x32/fused/seeds=1"] = DQN_CARTPOLE
+        variants["e2e/dqn-8x32/async-lag1/seeds=1"] = DQN_CARTPOLE.with_fields(mode="async", lag="1")
     return variants
 
 

@@ -44,7 +44,7 @@ def gradient_step_cost(quick: bool, repeats: int) -> dict:
     the arithmetic on the sampled transitions alone bounds it (issue #16 asks for 20x SB3 / sbx;
     this says how far that is)."""
     # each row: the config, a small batch to time beside the config's own, iterations per timed call
-    rows = {"dqn/CartPole-v1/8x32": (TrainConfig(**DQN_CARTPOLE, devices=1), 8, 20)}
+    rows = {"dqn/CartPole-v1/8x32": (DQN_CARTPOLE, 8, 20)}
     if not quick:
         rows["sac/Pendulum-v1/1x1"] = (presets.config_for("Pendulum-v1"), 32, 400)
     results = {}
