@@ -13,7 +13,8 @@
 # (seeds64: 64 alone), then async: the reference and 2048x64 at --lag 1, the reference with the
 # actor on the CPU), breakout (--preset none: rejax's config), suites (rollout / raw at 1024 envs for Brax, Playground and Craftax, with the suites'
 # wheels in .gpu/whl/suites; Craftax's four programs took over 130 s to compile on an H100),
-# bisect (the 2048x64 row under each tree in .gpu/trees, then this one and rejax's), levers (speed settings
+# bisect (the 2048x64 row under each tree in .gpu/trees, then this one and rejax's), asyncab (the
+# async rows likewise, and with the actor on the CPU), xlaflags (cuBLAS in place of Triton gemms), levers (speed settings
 # by flag on the rows short of 1.3x), compile (the 2048x64 row's compile time under rolled loops and
 # without XLA's autotuning), seeds512seq (512 seeds with the sequential GAE), profile (kernels
 # per iteration, ours and rejax's: benchmarks/gpu_kernels.py), tests (the core paths' fast tests; rlax,
@@ -116,6 +117,22 @@ for key, row in S.suites(False, 5).items():
           'ratio_to_raw_env': row.get('ratio_to_raw_env'), 'ms_per_step': row.get('ms_per_step')}))" $env \
           > $W/s.log 2>&1; echo "rc=$?"; grep SUITE $W/s.log | tee -a $OUT/suites.txt; grep -i error $W/s.log | tail -2
       done ;;
+    asyncab)  # the async rows (--lag 1) under each tree in .gpu/trees, then this one's, the CPU actor's,
+      # rejax's and our fused rows beside them
+      shopt -s nullglob
+      for row in ref big; do
+        [ $row = ref ] && a="--env CartPole-v1 --total-timesteps 500000" || a=$BIG
+        for tree in $H/trees/*/; do
+          (cd $tree && PYTHONPATH=/tmp/site-ours:$tree ours "async-$row@$(basename $tree)" $a --mode async --lag 1)
+        done
+        ours async-$row $a --mode async --lag 1
+      done
+      ours async-ref-cpu-actor --env CartPole-v1 --total-timesteps 500000 --mode async --lag 1 --actor-device cpu
+      peer ref-rejax CartPole-v1 4 128 4 4 5e5 0 1; big_rejax
+      ours ref --env CartPole-v1 --total-timesteps 500000; ours big $BIG ;;
+    xlaflags)  # cuBLAS for the matmuls, where XLA:GPU's Triton gemm fusions are the rows' top kernels
+      XLA_FLAGS=--xla_gpu_enable_triton_gemm=false ours big-cublas $BIG
+      XLA_FLAGS=--xla_gpu_enable_triton_gemm=false ours bo-big-cublas $BO_BIG ;;
     bisect)
       # `python -m` puts the working directory first on the path: run each tree from its own folder
       shopt -s nullglob

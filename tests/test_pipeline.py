@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl_async.trainer.asynchronous import pipeline
 from jaxrl_async.trainer.asynchronous.pipeline import ParamStore, PipelineClosed, RolloutWorker
 
 WIDTH = 3  # params["w"], the counter and the trajectory are all [WIDTH] int32
@@ -199,6 +200,21 @@ def test_same_tree_with_new_values_is_accepted():
     store = ParamStore()
     store.publish(_layer())
     assert store.publish(jax.tree.map(lambda x: x + 1, _layer())) == 1
+
+
+def test_publish_waits_for_the_values_only_when_told_to(monkeypatch):
+    # the async learner publishes a fixed lag's versions unwaited, so that the actor's next rollout
+    # is queued behind the update on the device (the CPU runtime dispatches synchronously, so the
+    # wait is watched, not seen: the real block_until_ready, spied on)
+    waited = []
+    real = pipeline.jax.block_until_ready
+    monkeypatch.setattr(pipeline.jax, "block_until_ready", lambda tree: waited.append(tree) or real(tree))
+    store = ParamStore()
+    first, second = _layer(), jax.tree.map(lambda x: x + 1, _layer())
+    store.publish(first, wait=False)
+    assert waited == [] and store.latest() == (0, first)
+    store.publish(second)
+    assert waited == [second] and store.latest() == (1, second)
 
 
 def test_readers_never_see_a_torn_pair_or_a_version_going_backwards():

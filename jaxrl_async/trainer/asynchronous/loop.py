@@ -9,6 +9,12 @@ params and write the same metrics lines in everything but the timings (with
 several seeds a reduction such as explained variance may differ in its last
 bits: XLA may order it differently inside the fused loop).
 
+The learner never waits for an update between two host syncs: it publishes a fixed lag's
+params before they are computed and brings an update's metrics to the host once the next
+update is dispatched. On an accelerator the actor's rollout and the learner's update take
+turns on one device, which then always has the next program queued rather than idling while
+the two threads hand over.
+
 The replay learners (dqn, sac) run the same loop: each fragment the actor hands over is added
 to the device buffer by `algo.update` (the buffer alone is donated to the learner's jit, so it
 is written in place: `HostHooks.donated`), which then takes `replay_ratio` gradient steps on
@@ -259,6 +265,17 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
     published = 0
     learner, rollout_state = state.learner, state.rollout
     accounting = PipelineAccounting(start, cfg.num_updates, cfg.num_seeds * cfg.batch_size)
+    in_flight = None  # the update whose outputs come to the host next: (index, outputs, timings)
+
+    def fetch(update) -> Any:
+        """Bring an update's outputs to the host and count them; its `params_finite`."""
+        index, outputs, timings = update
+        fetch_start = time.perf_counter()
+        metrics, update_finite, params_finite = jax.device_get(outputs)
+        timings["update_s"] += time.perf_counter() - fetch_start
+        accounting.add(index, metrics, update_finite, timings)
+        return params_finite
+
     with actor_closed(actor), RolloutWorker(actor.collect, rollout_state, store, lag=lag,
                                             num_rollouts=cfg.num_updates - start, buffer_size=cfg.buffer_size,
                                             first_index=start, timings=actor.timings, sync_interval=interval,
@@ -270,19 +287,28 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
             learner_wait_s = time.perf_counter() - wait_start
             update_start = time.perf_counter()
             # only the metrics come to the host: the learner state stays on the device
-            learner, metrics, update_finite, params_finite = learn(learner, item.trajectory)
-            metrics, update_finite, params_finite = jax.device_get((metrics, update_finite, params_finite))
+            learner, *outputs = learn(learner, item.trajectory)
             rollout_state, done = item.rollout_state, k + 1
             if done % interval == 0:
-                store.publish(learner.params, version=done)
+                # a fixed lag's actor waits for this version anyway: hand it over before it is
+                # computed, so the actor's next rollout is queued on the device behind this update
+                store.publish(learner.params, version=done, wait=lag is Lag.LATEST)
                 published += 1
-            update_s = time.perf_counter() - update_start
-            accounting.add(k, metrics, update_finite, {
+            # update_s: the learner's time dispatching the update and, below, waiting for its outputs
+            update = (k, outputs, {
                 "policy_lag": k - item.version, "learner_wait_s": learner_wait_s,
-                "actor_wait_s": item.actor_wait_s, "rollout_s": item.rollout_s, "update_s": update_s,
+                "actor_wait_s": item.actor_wait_s, "rollout_s": item.rollout_s,
+                "update_s": time.perf_counter() - update_start,
                 **{f: item.timings.get(f, 0.0) for f in HOST_TIMING_FIELDS}})
+            # the previous update's outputs come to the host now that this one is queued behind it:
+            # the learner's host work (and the actor's hand-over) overlaps the device's, which on
+            # an accelerator runs both programs in turn and would otherwise idle between them
+            if in_flight is not None:
+                fetch(in_flight)
+            in_flight = update
             if done not in sync_at:
                 continue
+            params_finite, in_flight = fetch(in_flight), None
             # the next rollout may be collected with an older version (lag 1, or a sync interval):
             # keep it for an exact resume
             older = None if lag is Lag.LATEST else older_version_needed(lag, done, interval)
@@ -294,6 +320,8 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
                                 {"behaviour_params": serialization.to_state_dict(store.get(older))})
             if stop:
                 break
+        if in_flight is not None:  # the schedule syncs at its last update; counted all the same
+            fetch(in_flight)
     return TrainState(learner=learner, rollout=actor.to_learner(rollout_state)), {
         "compile_s": compile_s, "updates_done": done, "lag": cfg.lag, "params_version": store.version,
         "sync_interval": interval, "params_published": published,

@@ -73,10 +73,9 @@ class PipelineClosed(RuntimeError):
 class ParamStore:
     """Holds the latest `(version, params)`, plus a short history for the fixed-lag policy.
 
-    `publish` waits until the params are computed, checks them against the first
-    published tree, then rebinds one reference, so a reader never sees a torn
-    (version, params) pair and versions never go backwards. Published arrays must
-    not be donated afterwards: a reader may hold them.
+    `publish` checks the params against the first published tree, then rebinds one
+    reference, so a reader never sees a torn (version, params) pair and versions never
+    go backwards. Published arrays must not be donated afterwards: a reader may hold them.
     """
 
     def __init__(self, history: int = 2, first_version: int = 0):
@@ -89,11 +88,16 @@ class ParamStore:
         self._reference: Any = None
         self._changed = threading.Condition()
 
-    def publish(self, params: Any, version: int | None = None) -> int:
+    def publish(self, params: Any, version: int | None = None, wait: bool = True) -> int:
         """Publish `params` as `version` (default: the newest + 1, or `first_version`); versions
         may skip (a learner that publishes every N updates numbers them by update) but never
-        go backwards."""
-        params = jax.block_until_ready(params)
+        go backwards. `wait`: first wait until the params are computed. Without it a reader may
+        get arrays still being computed, and its first use of them waits: right for a reader
+        that asks for a fixed version (it would wait for that version anyway, and a rollout
+        dispatched on the learner's device queues behind the update, keeping the device busy),
+        wrong for one that takes the latest so as not to wait."""
+        if wait:
+            params = jax.block_until_ready(params)
         if self._reference is None:
             self._reference = jax.tree.map(lambda x: jax.ShapeDtypeStruct(*leaf_spec(x)), params)
         else:
