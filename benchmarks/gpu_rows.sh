@@ -14,7 +14,8 @@
 # actor on the CPU), breakout (--preset none: rejax's config), suites (rollout / raw at 1024 envs for Brax, Playground and Craftax, with the suites'
 # wheels in .gpu/whl/suites; Craftax's four programs took over 130 s to compile on an H100),
 # bisect (the 2048x64 row under each tree in .gpu/trees, then this one and rejax's), asyncab (the
-# async rows likewise, and with the actor on the CPU), xlaflags (cuBLAS in place of Triton gemms), levers (speed settings
+# async rows likewise, and with the actor on the CPU), abrows (2048x64 and Breakout 1024x64, this tree
+# first, then each in .gpu/trees), xlaflags (cuBLAS in place of Triton gemms), levers (speed settings
 # by flag on the rows short of 1.3x), compile (the 2048x64 row's compile time under rolled loops and
 # without XLA's autotuning), seeds512seq (512 seeds with the sequential GAE), profile (kernels
 # per iteration, ours and rejax's: benchmarks/gpu_kernels.py), tests (the core paths' fast tests; rlax,
@@ -130,6 +131,14 @@ for key, row in S.suites(False, 5).items():
       ours async-ref-cpu-actor --env CartPole-v1 --total-timesteps 500000 --mode async --lag 1 --actor-device cpu
       peer ref-rejax CartPole-v1 4 128 4 4 5e5 0 1; big_rejax
       ours ref --env CartPole-v1 --total-timesteps 500000; ours big $BIG ;;
+    abrows)  # the fused 2048x64 and Breakout 1024x64 rows under this tree, then each tree in .gpu/trees
+      shopt -s nullglob
+      for row in big bo-big; do
+        [ $row = big ] && a=$BIG || a=$BO_BIG
+        ours $row $a
+        for tree in $H/trees/*/; do (cd $tree && PYTHONPATH=/tmp/site-ours:$tree ours "$row@$(basename $tree)" $a); done
+      done
+      peer bo-big-rejax Breakout-MinAtar 1024 64 4 8 2e7 0 1 ;;
     xlaflags)  # cuBLAS for the matmuls, where XLA:GPU's Triton gemm fusions are the rows' top kernels
       XLA_FLAGS=--xla_gpu_enable_triton_gemm=false ours big-cublas $BIG
       XLA_FLAGS=--xla_gpu_enable_triton_gemm=false ours bo-big-cublas $BO_BIG ;;

@@ -444,7 +444,7 @@ class TrainConfig:
         if self.algo in OFF_POLICY_ALGOS:
             self._check_off_policy()
             return
-        # IMPALA's minibatches (and a recurrent policy's) are whole env sequences (`algorithms.common.replay_batch`)
+        # IMPALA's minibatches (and a recurrent policy's) are whole env sequences (`algorithms.sgd.replay_batch`)
         whole_sequences = self.algo == "impala" or self.network.core != "none"
         check_minibatches(self.learner.num_minibatches, self.num_envs if whole_sequences else self.batch_size,
                           whole_sequences=whole_sequences)

@@ -19,7 +19,10 @@ which costs nothing to pass around):
   network to the array as laid out, and also takes single steps `[N, ...]`);
 - `replay_length`: how many consecutive steps the learner must replay from one stored
   carry: 1 for a feedforward policy (every step stands alone), None for a recurrent one
-  (the whole fragment, from the carry stored at its start). See `algorithms.common.replay_batch`.
+  (the whole fragment, from the carry stored at its start). See `algorithms.sgd.replay_batch`.
+- `critic_apart`: the value comes from a tower of its own that needs no carry (the feedforward
+  actor-critic), so the device rollout values a fragment's observations in one call after its
+  scan rather than at every step.
 
 `obs` is `[..., *obs_shape]` float32, or for a Dict / Tuple observation space a dict / tuple
 of such leaves (`obs_shape` is then a dict / tuple of shapes, and every leaf has its own
@@ -199,6 +202,9 @@ class Policy(NamedTuple):
     obs_shape: Any  # a shape tuple, or a dict / tuple of them (`spaces.observation_shapes`)
     discrete: bool  # a categorical or multi-categorical head
     action_shape: tuple[int, ...]
+    # a critic tower of its own, needing no carry (the module docstring); not a Q policy's value,
+    # which is the acting Q's own maximum
+    critic_apart: bool = False
 
 
 def reset_carry(policy: Policy, carry: Any, reset: jax.Array) -> Any:
@@ -347,7 +353,8 @@ def make_policy(cfg: NetworkConfig, obs_shape, action_space) -> Policy:
         # no memory, so no resets: the network on every step at once, as laid out ([N, L] or [N])
         return step(params, obs, carry)
 
-    return Policy(init, lambda batch_shape: (), step, value_step, unroll, replay_length=1, **shapes)
+    return Policy(init, lambda batch_shape: (), step, value_step, unroll, replay_length=1, critic_apart=True,
+                  **shapes)
 
 
 def _recurrent_policy(cfg: NetworkConfig, prepare, use_cnn, action_dim, heads, **shapes) -> Policy:

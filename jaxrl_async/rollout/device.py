@@ -65,6 +65,10 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
     if not bound <= truncations <= num_steps:
         raise ValueError(f"max_truncations={max_truncations}: an env can be truncated up to {bound} times in "
                          f"{num_steps} steps, so give {bound}..{num_steps} (or None for {bound})")
+    # a critic of its own (`Policy.critic_apart`) values the fragment's observations after the scan,
+    # in one batched call, and the scan's body runs the actor alone (XLA drops the critic whose
+    # value it does not record): on a GPU each step's critic was kernels of its own
+    value_after_scan = policy.critic_apart
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     reset_env = jax.vmap(env.reset, in_axes=(0, None))
     obs_shape = policy.obs_shape
@@ -103,7 +107,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         # valued after the scan (`bootstrap_values`)
         final_obs = observe(stats, as_observation(obs_shape, info["final_observation"]))
         record = dict(
-            obs=obs, action=action, log_prob=log_prob, value=value,
+            obs=obs, action=action, log_prob=log_prob, value=() if value_after_scan else value,
             reward=reward.astype(jnp.float32), terminated=terminated, truncated=truncated,
             next_obs=final_obs, episode_return=info["episode_return"],
             episode_length=info["episode_length"], episode_done=info["episode_done"], reset=state.reset,
@@ -120,6 +124,8 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         state, rec = jax.lax.scan(lambda s, x: step(params, s, x), state, None,
                                   length=num_steps, unroll=unroll)
         carry_after = rec.pop("carry_after")
+        if value_after_scan:
+            rec["value"] = policy.value_step(params, rec["obs"], ())
         # the fragment leaves off at the next one's first observation and carry (at a reset their
         # value is not used: the step before it ended the episode)
         trajectory = finish(policy, params, rec, carry_after, initial_carry, gamma=gamma, gae_lambda=gae_lambda,
