@@ -298,8 +298,9 @@ _PQN_BREAKOUT = dict(
 # PQN on the other MinAtar games at PPO's budget there (1e7): purejaxql's MinAtar config itself (2 epochs,
 # Adam 5e-4) with the 128x128 MLP, where Breakout's 4 epochs at 3e-3 fell apart over 1e7 steps on Asterix
 # (2.7 against 35.9); Freeway keeps Breakout's settings (65.1, the only ones run there), SpaceInvaders
-# takes 256x256 and epsilon decayed over a quarter of the run (172.0), the best of twenty configs, all
-# below PPO's 181.0 (docs/learners.md's table). Measured over 3 seeds each (experiments/results/pqn-minatar-1e7/).
+# takes 256x256, gamma 0.98 and epsilon decayed to 0.01 over a quarter of the run (175.7), the best of
+# twenty-seven configs, all below PPO's 181.0 (docs/learners.md's table). Measured over 3 seeds each
+# (experiments/results/pqn-minatar-1e7/).
 _PQN_MINATAR = dict(_PQN_BREAKOUT, total_timesteps=10_000_000,
                     learner={**_PQN_BREAKOUT["learner"], "update_epochs": 2, "learning_rate": 5e-4})
 _PQN_MINATAR_SOURCE = ("purejaxql's PQN MinAtar config with a {net} MLP{change}, 1e7 steps; measured: {measured} "
@@ -329,10 +330,11 @@ _OTHER_LEARNERS += (
         net="128x128", change="", measured="70.5 (62.1, 74.0, 75.3)", env="Seaquest-MinAtar", ppo=32.9)),
     _preset("SpaceInvaders-MinAtar:pqn",
             dict(_PQN_MINATAR, network={**_PQN_MINATAR["network"], "hidden_sizes": (256, 256)},
-                 dqn={**_PQN_MINATAR["dqn"], "epsilon_decay_fraction": 0.25}), 172.0,
-            _PQN_MINATAR_SOURCE.format(net="256x256", change=" and epsilon decayed over a quarter of the run",
-                                       measured="172.0 (169, 177, 170)", env="SpaceInvaders-MinAtar",
-                                       ppo="181.0, ahead of PQN here")),
+                 learner={**_PQN_MINATAR["learner"], "gamma": 0.98},
+                 dqn={**_PQN_MINATAR["dqn"], "epsilon_end": 0.01, "epsilon_decay_fraction": 0.25}), 175.7,
+            _PQN_MINATAR_SOURCE.format(net="256x256", change=", gamma 0.98 and epsilon decayed to 0.01 over a "
+                                       "quarter of the run", measured="175.7 (169, 179, 179)",
+                                       env="SpaceInvaders-MinAtar", ppo="181.0, ahead of PQN here")),
 )
 ENV_LEARNER_PRESETS: dict[str, Preset] = {preset.name: preset for preset in _OTHER_LEARNERS}
 
