@@ -194,7 +194,8 @@ def test_async_lag0_equals_fused_on_a_dict_observation(tiny_config):
     assert jax.tree.structure(lock_step.state.rollout.obs) == jax.tree.structure(fused.state.rollout.obs)
 
 
-@pytest.mark.parametrize("env_id", [pytest.param("Probe-DictObs", marks=pytest.mark.slow),  # ~25 s: the CNN leaf
+# the DictObs probe's CNN leaf: its time is compiling (fast), not running
+@pytest.mark.parametrize("env_id", [pytest.param("Probe-DictObs", marks=[pytest.mark.slow, pytest.mark.fast_compile]),
                                     "Probe-TupleObs", "Probe-MultiDiscrete"])
 def test_ppo_learns_the_nested_probes(tiny_config, env_id):
     """Every seed's greedy return is 1: the answer needs both leaves (Dict / Tuple), every
