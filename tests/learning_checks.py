@@ -7,8 +7,8 @@ whatever float code the machine's XLA compiles (CPU models differ; GPUs use TF32
   sign or bootstrap error misses them on all of them.
 - CartPole: a seed's outcome is chaotic in the float details (a seed that solves on one CPU
   may settle at ~190 on another), so the rule is about the seeds together: three quarters of
-  them reach the greedy return 475 (3 of 4; DQN, whose seeds swing more, 6 of 8: see
-  test_dqn.py). A bug that "still learns a little" fails it on every seed.
+  them reach the greedy return 475 (3 of 4). A bug that "still learns a little" fails it on
+  every seed.
 """
 
 import jax

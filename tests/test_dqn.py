@@ -18,7 +18,7 @@ from jaxrl_async.trainer.build import build
 from jaxrl_async.config import DQNConfig, TrainConfig
 from jaxrl_async.core.distributions import EpsilonGreedy
 from jaxrl_async.trainer.training import train
-from learning_checks import (PROBE_SEEDS, assert_cartpole_solved, assert_every_seed_close,
+from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved, assert_every_seed_close,
                              values)
 
 TOLERANCE = 0.1
@@ -191,19 +191,16 @@ def test_bad_dqn_input_exits_2_naming_the_field(flags, must_mention, capsys, tmp
     assert_train_refuses(["--algo", "dqn", *flags], must_mention, capsys, tmp_path / "run")
 
 
-DQN_CARTPOLE_SEEDS = 8
-
-
 @pytest.mark.slow
 def test_algo_dqn_alone_solves_cartpole(tmp_path):
     """`jaxrl-async train --env CartPole-v1 --algo dqn`'s config (its preset CartPole-v1:dqn, which
-    is experiments/dqn_cartpole.py's: test_presets.py), 8 seeds in one run: at least 6 of 8 reach 475.
+    is experiments/dqn_cartpole.py's: test_presets.py): at least 3 of 4 seeds reach 475, the rule
+    of the other learners (learning_checks.py).
 
-    DQN's seeds swing more than the policy-gradient learners': with 4 seeds vmapped, seeds 0-3
-    all reached 500 on a Zen 4 EPYC, but two ended at 470 and 227 on a Zen 5 (the same seeds
-    vmapped 8-wide there: seven at 500, one at 490). Eight seeds keep the three-quarters rule
-    with less weight on one seed's float chaos."""
+    The preset's margin, measured with the command on a Zen 4 EPYC: 23 seeds of 24 at 500 and one
+    at 497.2 (`--num-seeds 8`, `--seed 0`, 8 and 16). Its gamma was 0.99 before, whose seeds swung
+    more: two of 8 ended at 322.9 and 442.9, and this test asked 6 of 8."""
     cfg = dataclasses.replace(parse_train(["--env", "CartPole-v1", "--algo", "dqn"]).config,
-                              run_dir=str(tmp_path / "dqn"), num_seeds=DQN_CARTPOLE_SEEDS, devices=1)
+                              run_dir=str(tmp_path / "dqn"), num_seeds=CARTPOLE_SEEDS, devices=1)
     assert cfg.preset == "CartPole-v1:dqn"
-    assert_cartpole_solved(train(cfg, console=False).summary, num_seeds=DQN_CARTPOLE_SEEDS)
+    assert_cartpole_solved(train(cfg, console=False).summary)
