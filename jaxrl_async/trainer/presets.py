@@ -298,8 +298,8 @@ _PQN_BREAKOUT = dict(
 # PQN on the other MinAtar games at PPO's budget there (1e7): purejaxql's MinAtar config itself (2 epochs,
 # Adam 5e-4) with the 128x128 MLP, where Breakout's 4 epochs at 3e-3 fell apart over 1e7 steps on Asterix
 # (2.7 against 35.9); Freeway keeps Breakout's settings (65.1, the only ones run there), SpaceInvaders
-# takes 256x256, gamma 0.98 and epsilon decayed to 0.01 over a quarter of the run (175.7), the best of
-# twenty-seven configs, all below PPO's 181.0 (docs/learners.md's table). Measured over 3 seeds each
+# takes 256x256, gamma 0.98, lambda 0.75 and epsilon decayed to 0.01 over a quarter of the run (178.7), the
+# best of twenty-nine configs, all below PPO's 181.0 (docs/learners.md's table). Measured over 3 seeds each
 # (experiments/results/pqn-minatar-1e7/).
 _PQN_MINATAR = dict(_PQN_BREAKOUT, total_timesteps=10_000_000,
                     learner={**_PQN_BREAKOUT["learner"], "update_epochs": 2, "learning_rate": 5e-4})
@@ -331,10 +331,10 @@ _OTHER_LEARNERS += (
         net="128x128", change="", measured="70.5 (62.1, 74.0, 75.3)", env="Seaquest-MinAtar", ppo=32.9)),
     _preset("SpaceInvaders-MinAtar:pqn",
             dict(_PQN_MINATAR, network={**_PQN_MINATAR["network"], "hidden_sizes": (256, 256)},
-                 learner={**_PQN_MINATAR["learner"], "gamma": 0.98},
-                 dqn={**_PQN_MINATAR["dqn"], "epsilon_end": 0.01, "epsilon_decay_fraction": 0.25}), 175.7,
-            _PQN_MINATAR_SOURCE.format(net="256x256", change=", gamma 0.98 and epsilon decayed to 0.01 over a "
-                                       "quarter of the run", measured="175.7 (169, 179, 179)",
+                 learner={**_PQN_MINATAR["learner"], "gamma": 0.98, "gae_lambda": 0.75},
+                 dqn={**_PQN_MINATAR["dqn"], "epsilon_end": 0.01, "epsilon_decay_fraction": 0.25}), 178.7,
+            _PQN_MINATAR_SOURCE.format(net="256x256", change=", gamma 0.98, lambda 0.75 and epsilon decayed to "
+                                       "0.01 over a quarter of the run", measured="178.7 (183, 175, 178)",
                                        env="SpaceInvaders-MinAtar", ppo="181.0, ahead of PQN here")),
 )
 ENV_LEARNER_PRESETS: dict[str, Preset] = {preset.name: preset for preset in _OTHER_LEARNERS}
