@@ -228,6 +228,9 @@ def test_an_async_run_trains_with_the_policy_lag(runs):
 # ------------------------------------------------------------------ slow: the full game, pixels, every learner
 # Long for their compilation (the full game's world generation, the CNN, four learners), not their
 # runs: a few steps or iterations each, so they compile fast (conftest.py's `fast_compile`).
+# The learners train in the async mode: there the actor's rollout and the evaluation are programs
+# of their own, and A2C's, REINFORCE's and IMPALA's are PPO's (`runs["asynchronous"]`'s, from the
+# compilation cache), so each compiles only its update, which holds no Craftax: 15 s -> 4-5 s each.
 
 
 @pytest.mark.slow
@@ -271,7 +274,7 @@ def test_pixels_train_through_the_image_encoder(tmp_path):
 @pytest.mark.fast_compile
 @pytest.mark.parametrize("algo", ["a2c", "reinforce", "impala", "dqn"])
 def test_every_discrete_learner_trains_on_craftax(algo, tmp_path):
-    cfg = tiny_config(tmp_path, algo=algo)
+    cfg = tiny_config(tmp_path, algo=algo, mode="async", lag="1")
     if algo == "dqn":
         cfg = cfg.with_fields(replay_capacity=64, learning_starts=16, replay_batch_size=8)
     result = train(cfg, console=False)
