@@ -35,12 +35,16 @@ import contextlib
 
 import jax
 
+# Both skip XLA's HLO verifier, which checks XLA's own invariants after each pass and changes no
+# program: 9% of small programs' compilation (five training programs compiled FAST, four runs each:
+# 3.07 s -> 2.80 s on average).
+_NO_VERIFIER = {"xla_disable_hlo_passes": "hlo-verifier"}
 FAST = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False,
-        "xla_cpu_parallel_codegen_split_count": 1, "xla_llvm_disable_expensive_passes": True}
-# OPTIMIZED names every key FAST sets, the last two at XLA's defaults: the workers inherit FAST's
+        "xla_cpu_parallel_codegen_split_count": 1, "xla_llvm_disable_expensive_passes": True, **_NO_VERIFIER}
+# OPTIMIZED names every key FAST sets, the split and LLVM's passes at XLA's defaults: the workers inherit FAST's
 # settings in XLA_FLAGS (conftest.py), and an optimised compilation must not keep them
 OPTIMIZED = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": True,
-             "xla_cpu_parallel_codegen_split_count": 32, "xla_llvm_disable_expensive_passes": False}
+             "xla_cpu_parallel_codegen_split_count": 32, "xla_llvm_disable_expensive_passes": False, **_NO_VERIFIER}
 
 
 def as_xla_flags(settings: dict) -> str:
