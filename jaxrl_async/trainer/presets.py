@@ -299,7 +299,7 @@ _PQN_BREAKOUT = dict(
 # Adam 5e-4) with the 128x128 MLP, where Breakout's 4 epochs at 3e-3 fell apart over 1e7 steps on Asterix
 # (2.7 against 35.9); Freeway keeps Breakout's settings (65.1, the only ones run there), SpaceInvaders
 # takes 256x256, gamma 0.98, lambda 0.75 and epsilon decayed to 0.01 over a quarter of the run (178.7), the
-# best of twenty-nine configs, all below PPO's 181.0 (docs/learners.md's table). Measured over 3 seeds each
+# best of thirty configs, all below PPO's 181.0 (docs/learners.md's table). Measured over 3 seeds each
 # (experiments/results/pqn-minatar-1e7/).
 _PQN_MINATAR = dict(_PQN_BREAKOUT, total_timesteps=10_000_000,
                     learner={**_PQN_BREAKOUT["learner"], "update_epochs": 2, "learning_rate": 5e-4})
