@@ -36,15 +36,98 @@ def test_bad_input_exits_2_with_one_line(flags, must_mention, capsys, tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--num-env", "4"], "Unrecognized options: --num-env, 4"),
+    (["--num-env", "4"], "Unrecognized options: --num-env, 4; did you mean --num-envs?"),
+    (["--total-timestep", "1000"], "Unrecognized options: --total-timestep, 1000; did you mean --total-timesteps?"),
+    (["--no-anneal-l"], "did you mean --no-anneal-lr?"),
     (["--eval-stochastic", "x"], "Unrecognized options: x"),
     (["--algo", "foo"], "invalid choice 'foo' for argument '--algo'"),
     (["--env"], "Missing value for argument"),
     (["--hidden-sizes"], "Error parsing config.network: hidden_sizes=() is invalid"),
-], ids=["unknown-flag", "stray-value", "bad-choice", "no-value", "refused-by-the-config"])
+], ids=["unknown-flag", "typo", "bool-typo", "stray-value", "bad-choice", "no-value", "refused-by-the-config"])
 def test_flag_errors_name_the_flag(flags, message, capsys):
     assert main(["train", *flags]) == 2
     assert message in _error_line(capsys)
+
+
+def test_a_flag_far_from_every_flag_gets_no_guess(capsys):
+    assert main(["train", "--xyzzy"]) == 2
+    line = _error_line(capsys)
+    assert "Unrecognized options: --xyzzy" in line and "did you mean" not in line
+
+
+def test_eval_flag_typo_gets_a_suggestion(capsys):
+    assert main(["eval", "some-run", "--episode", "3"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line == "jaxrl-async eval: error: Unrecognized options: --episode, 3; did you mean --episodes?", line
+
+
+@pytest.mark.parametrize("env, must_mention", [
+    ("bax:ant", ["unknown env_id 'bax:ant'", "did you mean 'brax:ant'?", "brax, playground, craftax",
+                 "`jaxrl-async envs --suite NAME`", "`jaxrl-async envs` lists"]),
+    ("CartPole-v2", ["did you mean 'CartPole-v1'", "jaxrl-async envs --suite NAME"]),
+    ("kinetix:Kinetix-v0", ["the kinetix suite is not supported"]),
+], ids=["suite-typo", "id-typo", "refused-suite"])
+def test_bad_env_names_the_suites_and_how_to_list_ids(env, must_mention, capsys, tmp_path):
+    assert main(["train", "--env", env, "--run-dir", str(tmp_path / "run")]) == 2
+    line = _error_line(capsys)
+    for text in must_mention:
+        assert text in line, line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_missing_suite_names_its_pip_line_before_jax_starts(monkeypatch, capsys):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "brax" else find_spec(name, *a))
+    assert main(["train", "--env", "brax:ant"]) == 2
+    line = _error_line(capsys)
+    assert "the brax suite is not installed" in line and "pip install 'jaxrl_async[brax]'" in line, line
+
+
+def test_an_action_space_mismatch_names_every_learner_that_fits(capsys, tmp_path):
+    # Pendulum's own preset is SAC: the Box-action learners are among the ones named
+    assert main(["train", "--env", "Pendulum-v1", "--algo", "dqn", "--run-dir", str(tmp_path / "run")]) == 2
+    line = _error_line(capsys)
+    assert "needs a Discrete action space" in line, line
+    for algo in ("ppo", "a2c", "reinforce", "impala", "sac", "td3"):
+        assert algo in line.split("use --algo")[1], line
+
+
+@pytest.mark.parametrize("space", ["box", "discrete"])
+def test_each_learner_refusing_a_space_names_all_that_take_it(space):
+    """Every learner's networks on a Box and a Discrete action space: the learners that refuse
+    one name, in their error, every learner that takes it (the registry decides, not a list)."""
+    from gymnax.environments import spaces
+
+    from jaxrl_async.algorithms import LEARNERS
+    from jaxrl_async.config import TrainConfig
+
+    action_space = spaces.Box(-1.0, 1.0, (2,)) if space == "box" else spaces.Discrete(3)
+    fits, errors = [], {}
+    for algo, entry in LEARNERS.items():
+        try:
+            entry.networks(TrainConfig(algo=algo), (4,), action_space)
+            fits.append(algo)
+        except ValueError as error:
+            errors[algo] = str(error)
+    assert fits and errors, (fits, errors)
+    for algo, error in errors.items():
+        named = error.split("use --algo")[-1]
+        assert all(f" {fit}" in named.replace("(", " ").replace(",", " ") for fit in fits), (algo, error, fits)
+
+
+def test_bad_flags_and_env_ids_fail_fast():
+    """A typo fails before JAX or a suite is imported (`NO_JAX_COMMANDS` checks the modules); here,
+    loosely, the wall time of the command as a user runs it."""
+    import time
+
+    for argv in (["--total-timestep", "1000"], ["--env", "bax:ant"]):
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "jaxrl_async.cli", "train", *argv], capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 2 and "error:" in done.stderr, done.stderr
+        assert time.perf_counter() - start < 10, argv
 
 
 def test_train_help_shows_the_defaults_the_flags_given_pick(capsys):
@@ -92,6 +175,8 @@ HEAVY = {"jax", "jaxlib", "gymnax", "flax", "optax", "chex", "numpy"}
 NO_JAX_COMMANDS = {"help": ["--help"], "envs": ["envs"], "train-help": ["train", "--help"],
                    "preset-help": ["train", "--env", "Breakout-MinAtar", "--help"],
                    "bad-preset": ["train", "--preset", "fast"], "bad-flag": ["train", "--num-envs", "abc"],
+                   "flag-typo": ["train", "--total-timestep", "1000"], "bad-env": ["train", "--env", "bax:ant"],
+                   "bad-suite-id": ["train", "--env", "kinetix:x"],
                    "eval-help": ["eval", "--help"]}
 
 

@@ -124,12 +124,12 @@ def _given_train_flags(args: list[str]) -> tuple[dict, bool]:
     which shows those defaults, is answered once they are known (`_train_command_from`).
 
     Raises SystemExit after a one-line error on stderr (`flags.parse`)."""
-    from jaxrl_async.cli.flags import parse, refuse
+    from jaxrl_async.cli.flags import did_you_mean, flag_names, parse, refuse
 
     given, unknown = parse(_given_type(TrainCommand), args, TRAIN, add_help=False, return_unknown_args=True)
     wants_help = any(arg in ("-h", "--help") for arg in unknown)
     if unknown and not wants_help:
-        refuse(TRAIN, f"Unrecognized options: {', '.join(unknown)}")
+        refuse(TRAIN, f"Unrecognized options: {', '.join(unknown)}{did_you_mean(unknown, flag_names(TrainCommand))}")
     return given, wants_help
 
 
@@ -206,10 +206,32 @@ def parse_train(args: list[str]) -> TrainCommand:
     return _train_command_from(*_given_train_flags(args))
 
 
+def check_env_id(env_id: str) -> None:
+    """A ValueError for an env id the run could not make, told before JAX and the suites import
+    (seconds): an id that is neither built in nor registered, a SUITE:ID whose suite is unknown,
+    refused or not installed. A suite's own ids and a host env's are its import's to check."""
+    from jaxrl_async.envs.ids import BUILTIN_ENV_IDS, REFUSED_ENV_IDS
+    from jaxrl_async.envs.suites import split_suite_id, unknown_env_message, usable
+
+    if host_env_kind(env_id):
+        return
+    if env_id in REFUSED_ENV_IDS:
+        raise ValueError(REFUSED_ENV_IDS[env_id])
+    suite = split_suite_id(env_id)
+    if suite is not None:
+        usable(suite[0])
+        return
+    registry = sys.modules.get("jaxrl_async.envs.registry")  # loaded where a caller registered envs
+    known = registry.registered_env_ids() if registry is not None else BUILTIN_ENV_IDS
+    if env_id not in known:
+        raise ValueError(unknown_env_message(env_id, list(known)))
+
+
 def train_command(args: list[str], cpu_runtime: bool = False) -> int:
     given, wants_help = _given_train_flags(args)
     try:
         command = _train_command_from(given, wants_help)
+        check_env_id(command.config.env)
     except ValueError as error:
         return _fail(TRAIN, error, given.get("debug", False))
     config = command.config

@@ -26,3 +26,13 @@ BUILTIN_ENV_IDS: tuple[str, ...] = (
     # partially observable (envs/partially_observable.py)
     "StatelessCartPole-v1", "StatelessPendulum-v1",
 )
+
+# gymnax ids that cannot work here, with the reason shown to the user (`registry.make_env` refuses
+# them before constructing, and the CLI before JAX starts)
+REFUSED_ENV_IDS: dict[str, str] = {
+    "MNISTBandit-bsuite": (
+        "env_id 'MNISTBandit-bsuite' is not supported: gymnax downloads MNIST when "
+        "the env is constructed and this project runs offline; use another bandit, "
+        "e.g. 'SimpleBandit-bsuite' or 'BernoulliBandit-misc'."
+    ),
+}

@@ -3,28 +3,19 @@ ids (`suites/`) and user-registered ids, wrapped."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from typing import Any
 
 import gymnax
 from gymnax.environments import spaces
 
+from jaxrl_async.envs.ids import REFUSED_ENV_IDS
 from jaxrl_async.envs.partially_observable import PARTIALLY_OBSERVABLE_ENVS
 from jaxrl_async.envs.probes import PROBE_ENVS
-from jaxrl_async.envs.suites import make_suite_env, split_suite_id
+from jaxrl_async.envs.suites import make_suite_env, split_suite_id, unknown_env_message
 from jaxrl_async.envs.wrappers import ClipAction, EpisodeStatistics
 
 EnvFactory = Callable[..., Any]
-
-# gymnax ids that cannot work here, with the reason shown to the user.
-_REFUSED_IDS = {
-    "MNISTBandit-bsuite": (
-        "env_id 'MNISTBandit-bsuite' is not supported: gymnax downloads MNIST when "
-        "the env is constructed and this project runs offline; use another bandit, "
-        "e.g. 'SimpleBandit-bsuite' or 'BernoulliBandit-misc'."
-    ),
-}
 
 # Filled by `register_env`; user factories shadow nothing (ids must be new).
 _USER_FACTORIES: dict[str, EnvFactory] = {}
@@ -32,7 +23,7 @@ _USER_FACTORIES: dict[str, EnvFactory] = {}
 
 def _gymnax_ids() -> list[str]:
     # read live: gymnax.register() appends to this list at run time
-    return [env_id for env_id in gymnax.registered_envs if env_id not in _REFUSED_IDS]
+    return [env_id for env_id in gymnax.registered_envs if env_id not in REFUSED_ENV_IDS]
 
 
 def builtin_env_ids() -> list[str]:
@@ -59,7 +50,7 @@ def register_env(env_id: str, factory: EnvFactory) -> None:
         raise ValueError(f"env_id={env_id!r} must be a non-empty string")
     if not callable(factory):
         raise ValueError(f"factory={factory!r} for {env_id!r} must be callable")
-    if env_id in _REFUSED_IDS or env_id in registered_env_ids() or split_suite_id(env_id) is not None:
+    if env_id in REFUSED_ENV_IDS or env_id in registered_env_ids() or split_suite_id(env_id) is not None:
         raise ValueError(
             f"env_id={env_id!r} is already registered; pick a new id "
             "(see jaxrl_async.envs.registered_env_ids())"
@@ -68,9 +59,9 @@ def register_env(env_id: str, factory: EnvFactory) -> None:
 
 
 def _construct(env_id: str, env_kwargs: dict[str, Any]) -> Any:
-    if env_id in _REFUSED_IDS:
+    if env_id in REFUSED_ENV_IDS:
         # refuse before constructing: construction itself is what fails offline
-        raise ValueError(_REFUSED_IDS[env_id])
+        raise ValueError(REFUSED_ENV_IDS[env_id])
     if env_id in _USER_FACTORIES:
         return _USER_FACTORIES[env_id](**env_kwargs)
     if split_suite_id(env_id) is not None:
@@ -82,24 +73,7 @@ def _construct(env_id: str, env_kwargs: dict[str, Any]) -> Any:
     if env_id in _gymnax_ids():
         env, _ = gymnax.make(env_id, **env_kwargs)
         return env
-    raise ValueError(_unknown_id_message(env_id))
-
-
-def _unknown_id_message(env_id: str) -> str:
-    known = registered_env_ids()
-    by_lower = {known_id.lower(): known_id for known_id in known}
-    typed = str(env_id).lower()
-    close = difflib.get_close_matches(typed, list(by_lower), n=3, cutoff=0.6)
-    # a part of a name ('bandit') is too short for difflib's ratio: the ids that contain it
-    close = close or [known_lower for known_lower in by_lower if typed and typed in known_lower][:3]
-    if close:
-        hint = "did you mean " + ", ".join(repr(by_lower[c]) for c in close) + "?"
-    else:
-        hint = "no close matches."
-    return (
-        f"unknown env_id {env_id!r}; {hint} `jaxrl-async envs` lists all {len(known)} ids "
-        "(from Python: jaxrl_async.envs.registered_env_ids())."
-    )
+    raise ValueError(unknown_env_message(env_id, registered_env_ids()))
 
 
 def make_env(env_id: str, **env_kwargs: Any) -> tuple[Any, Any]:

@@ -68,12 +68,38 @@ def split_suite_id(env_id: str) -> tuple[Suite, str] | None:
     return SUITES[prefix], inner
 
 
-def adapter(suite: Suite) -> Any:
-    """The suite's adapter module; a ValueError with the pip command where the suite is missing."""
+def usable(suite: Suite) -> None:
+    """A ValueError where `suite` cannot be used here: refused, or not installed (with the pip command
+    that installs it). Asks only whether its package is there: importing a suite takes seconds."""
     if suite.refused:
         raise ValueError(f"the {suite.name} suite is not supported: {suite.refused}")
     if importlib.util.find_spec(suite.package) is None:
         raise ValueError(f"the {suite.name} suite is not installed (no module {suite.package!r}): {suite.install}")
+
+
+def unknown_env_message(env_id: str, known: list[str]) -> str:
+    """The error for an env id `make_env` does not know (`known`: the ids it knows but the suites'
+    and the host envs'): the close ones, the suites and how to list every id. It lives here, beside
+    the suites' names and without an import of gymnax, so that the CLI checks --env before JAX starts."""
+    by_lower = {known_id.lower(): known_id for known_id in known}
+    typed = str(env_id).lower()
+    prefix, sep, inner = str(env_id).partition(":")
+    if sep:  # SUITE:ID with a suite we do not have: the suites' names are what it is close to
+        close = [f"{name}:{inner}" for name in difflib.get_close_matches(prefix.lower(), list(SUITES), n=3, cutoff=0.6)]
+    else:
+        close = [by_lower[c] for c in difflib.get_close_matches(typed, list(by_lower), n=3, cutoff=0.6)]
+        # a part of a name ('bandit') is too short for difflib's ratio: the ids that contain it
+        close = close or [by_lower[known_lower] for known_lower in by_lower if typed and typed in known_lower][:3]
+    hint = ("did you mean " + ", ".join(repr(c) for c in close) + "?") if close else "no close matches."
+    suites = ", ".join(name for name, suite in SUITES.items() if not suite.refused)
+    return (f"unknown env_id {env_id!r}; {hint} `jaxrl-async envs` lists all {len(known)} ids "
+            f"(from Python: jaxrl_async.envs.registered_env_ids()); a JAX suite's are SUITE:ID, SUITE one of "
+            f"{suites} (`jaxrl-async envs --suite NAME` lists its ids); a host env's gymnasium:<id> or envpool:<id>.")
+
+
+def adapter(suite: Suite) -> Any:
+    """The suite's adapter module; a ValueError with the pip command where the suite is missing."""
+    usable(suite)
     return importlib.import_module(suite.adapter)
 
 
