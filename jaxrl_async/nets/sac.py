@@ -178,8 +178,8 @@ class SACNets(NamedTuple):
 def make_sac_policy(cfg: NetworkConfig, obs_shape: Sequence[int], action_space) -> tuple[Policy, SACNets]:
     """The squashed-Gaussian policy and SAC's networks for a Box action space."""
     if not isinstance(action_space, spaces.Box):
-        raise ValueError(f"algo='sac' needs a continuous Box action space, got {action_space!r}: use --algo dqn "
-                         "(or ppo, a2c, reinforce, impala) for discrete actions")
+        raise ValueError(f"algo='sac' needs a continuous Box action space, got {action_space!r}: use --algo ppo "
+                         f"(or a2c, reinforce, impala{', dqn, pqn' if isinstance(action_space, spaces.Discrete) else ''})")
     if cfg.core != "none":
         raise ValueError(f"core={cfg.core!r} is not supported with algo='sac' (the replay holds single "
                          "transitions, not sequences): use --core none")

@@ -136,8 +136,8 @@ def check_box(action_space, algo: str) -> tuple[tuple[int, ...], jax.Array, jax.
     """(action shape, low, high) of a one-dimensional Box with finite bounds; else a ValueError
     that names the learners for discrete actions."""
     if not isinstance(action_space, spaces.Box):
-        raise ValueError(f"algo={algo!r} needs a continuous Box action space, got {action_space!r}: use --algo dqn "
-                         "or --algo pqn for discrete actions")
+        raise ValueError(f"algo={algo!r} needs a continuous Box action space, got {action_space!r}: use --algo ppo "
+                         f"(or a2c, reinforce, impala{', dqn, pqn' if isinstance(action_space, spaces.Discrete) else ''})")
     action_shape = tuple(int(d) for d in action_space.shape)
     action_dim = int(np.prod(action_shape))
     low = jnp.broadcast_to(jnp.asarray(action_space.low, jnp.float32), action_shape).reshape(-1)
