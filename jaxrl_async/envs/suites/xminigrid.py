@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import xminigrid
+import xminigrid.benchmarks as xminigrid_benchmarks
 from gymnax.environments import spaces
 from xminigrid.benchmarks import load_benchmark_from_path
 from xminigrid.core.constants import NUM_ACTIONS, NUM_COLORS, NUM_TILES
@@ -84,6 +85,21 @@ class XMiniGridEnv(SuiteEnv):
         return spaces.Box(np.zeros(shape, np.uint8), high, shape, jnp.uint8)
 
 
+def _named_benchmark(name: str) -> Any:
+    """xminigrid's benchmark `name`, from its data directory ($XLAND_MINIGRID_DATA, read when xminigrid
+    is imported), which xminigrid downloads it into when it is not there; offline, an error that
+    names the file and the variable instead of the bare URLError."""
+    path = os.path.join(xminigrid_benchmarks.DATA_PATH, xminigrid_benchmarks.NAME2HFFILENAME[name])
+    try:
+        return xminigrid.load_benchmark(name)
+    except OSError as error:  # urllib's URLError is one: no network
+        raise ValueError(
+            f"benchmark={name!r} is not on disk ({path}) and xminigrid could not download it ({error}): put "
+            f"the file there, set $XLAND_MINIGRID_DATA to the directory that holds {os.path.basename(path)} "
+            f"(xminigrid's data directory, default ~/.xland_minigrid), or give the benchmark file's path "
+            "as --env-kwargs benchmark=PATH") from error
+
+
 def _ruleset(env_id: str, benchmark: str | None, ruleset: int | None) -> Any:
     if benchmark is None or ruleset is None:
         raise ValueError(
@@ -94,7 +110,7 @@ def _ruleset(env_id: str, benchmark: str | None, ruleset: int | None) -> Any:
     if os.path.isfile(str(benchmark)):
         bench = load_benchmark_from_path(str(benchmark))
     elif benchmark in xminigrid.registered_benchmarks():
-        bench = xminigrid.load_benchmark(benchmark)
+        bench = _named_benchmark(benchmark)
     else:
         raise ValueError(f"benchmark={benchmark!r} is neither a file nor one of xminigrid's benchmarks: choose one "
                          f"of {', '.join(xminigrid.registered_benchmarks())} or give a benchmark file's path")
