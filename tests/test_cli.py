@@ -237,6 +237,25 @@ def test_tiny_train_writes_the_run_directory(capsys, tmp_path):
                  "--total-timesteps", "16", "--num-minibatches", "2", "--run-dir", str(run_dir)]) == 2
     assert "already holds a run" in _error_line(capsys)
 
+    # a run directory named as they were before the names became portable, with a ':', still resumes
+    old_name = tmp_path / "brax:inverted_pendulum-ppo-20260101-000000-000000"
+    os.rename(run_dir, old_name)
+    assert main(["train", "--resume", str(old_name), "--total-timesteps", "32"]) == 0, capsys.readouterr().err
+    with open(old_name / "summary.json", encoding="utf-8") as f:
+        assert json.load(f)["env_steps"] == 32
+
+
+@pytest.mark.parametrize("env_id, name", [
+    ("brax:inverted_pendulum", "brax-inverted_pendulum-ppo-"), ("gymnasium:ALE/Pong-v5", "gymnasium-ALE-Pong-v5-ppo-"),
+    ("CartPole-v1", "CartPole-v1-ppo-"),
+])
+def test_default_run_directory_names_are_portable(env_id, name):
+    from jaxrl_async.trainer.run_dir import default_run_dir
+
+    parent, base = os.path.split(default_run_dir(env_id, "ppo"))
+    assert parent == "runs" and base.startswith(name), base
+    assert set(base) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"), base
+
 
 TINY_RUN = ["--env", "Probe-ConstantReward", "--num-envs", "2", "--num-steps", "4", "--total-timesteps", "16",
             "--num-minibatches", "2", "--update-epochs", "1", "--hidden-sizes", "8", "--eval-episodes", "2"]

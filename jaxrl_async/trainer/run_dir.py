@@ -6,6 +6,7 @@ import datetime
 import hashlib
 import json
 import os
+import re
 from typing import Any
 
 import jax
@@ -19,8 +20,12 @@ SUMMARY_FILE = "summary.json"
 
 
 def default_run_dir(env_id: str, algo: str) -> str:
+    """`runs/<env>-<algo>-<timestamp>`, its name portable: each run of characters but letters, digits,
+    '.', '_' and '-' becomes one '-' (a suite's `brax:ant`, gymnasium's `ALE/Pong-v5`: a ':' is no
+    name on Windows, a '/' a directory). A run directory named before, with its ':', still resumes:
+    --resume takes any path."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    return os.path.join("runs", f"{env_id}-{algo}-{stamp}")
+    return os.path.join("runs", re.sub(r"[^A-Za-z0-9._-]+", "-", f"{env_id}-{algo}-{stamp}"))
 
 
 def check_fresh(path: str) -> None:
