@@ -130,14 +130,99 @@ def test_bad_flags_and_env_ids_fail_fast():
         assert time.perf_counter() - start < 10, argv
 
 
+def _flag_lines(out: str) -> list[int]:
+    """The indices of a help text's flag lines: `  --name ...` with the help below, indented further
+    (tyro's one-column layout, the one it takes for this many flags: a group's description that wraps
+    to a `--flag` is no flag)."""
+    lines = out.splitlines()
+    return [i for i, line in enumerate(lines[:-1]) if line.startswith("  -") and lines[i + 1].startswith("      ")]
+
+
+def _help_blocks(out: str) -> dict[str, str]:
+    """Each flag of a help text (its first name, `-h` aside) to its whole entry, lines joined."""
+    blocks: dict[str, str] = {}
+    name = None
+    starts = set(_flag_lines(out))
+    for i, line in enumerate(out.splitlines()):
+        if i in starts and line.startswith("  --"):
+            name = line.split()[0].rstrip(",")
+            blocks[name] = ""
+        elif not line.startswith("    "):
+            name = None  # a group's title or description
+        if name is not None:
+            blocks[name] += " " + line.strip()
+    return {name: " ".join(text.split()) for name, text in blocks.items()}
+
+
+@pytest.fixture(autouse=True)
+def _columns(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # the help's layout, whatever the terminal
+
+
+def _train_help(capsys, *flags) -> str:
+    assert main(["train", *flags, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: jaxrl-async train")
+    return out
+
+
 def test_train_help_shows_the_defaults_the_flags_given_pick(capsys):
     # the preset of the env given, wherever --help stands; the other flags given do not change it
     for argv in (["--env", "Breakout-MinAtar", "--help"], ["-h", "--num-envs", "8", "--env=Breakout-MinAtar"]):
         assert main(["train", *argv]) == 0
-        out = capsys.readouterr().out
-        assert out.startswith("usage: jaxrl-async train")
-        line = next(line for line in out.splitlines() if "--num-envs INT" in line)
-        assert "(default: 256)" in line, line
+        blocks = _help_blocks(capsys.readouterr().out)
+        assert blocks["--num-envs"].endswith("(default: 256)"), blocks["--num-envs"]
+        assert blocks["--preset"].endswith("(default: auto)"), blocks["--preset"]
+    blocks = _help_blocks(_train_help(capsys, "--env", "Pendulum-v1"))
+    assert blocks["--algo"].endswith("(default: sac)"), blocks["--algo"]  # Pendulum's preset's learner
+    blocks = _help_blocks(_train_help(capsys, "--env", "Breakout-MinAtar", "--preset", "none"))
+    assert blocks["--preset"].endswith("(default: none)") and blocks["--num-envs"].endswith("(default: 4)")
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
+def test_every_default_the_train_help_shows_is_the_value_the_run_takes(env, capsys):
+    from jaxrl_async.cli.main import parse_train
+
+    blocks = _help_blocks(_train_help(capsys, "--env", env))
+    command = parse_train(["--env", env])
+    values = {"resume": command.resume, **{name: value for name, value in vars(command).items()}}
+    sections = [command.config, *(value for value in vars(command.config).values() if hasattr(value, "__dataclass_fields__"))]
+    for section in sections:
+        values.update(vars(section))
+    values["preset"] = "auto"  # what --preset is when not given (config.json records what it chose)
+    checked = 0
+    for name, value in values.items():
+        if hasattr(value, "__dataclass_fields__"):
+            continue
+        shown = " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+        block = blocks[f"--{name.replace('_', '-')}"]
+        assert block.endswith(f"(default: {shown})"), (name, value, block)
+        checked += 1
+    assert checked == len(blocks)
+
+
+def test_train_help_lists_every_flag_the_parser_takes_the_first_needed_first(capsys):
+    from jaxrl_async.cli.flags import flag_names, parse
+    from jaxrl_async.cli.main import TRAIN, TrainCommand
+
+    out = _train_help(capsys)
+    with pytest.raises(SystemExit):
+        parse(TrainCommand, ["--help"], TRAIN)  # tyro's own help of the parser, ungrouped
+
+    def flags(text):
+        lines = text.splitlines()
+        return {name.rstrip(",") for i in _flag_lines(text) for name in lines[i].split()
+                if name.startswith("-") and name.rstrip(",").lstrip("-")[:1].isalpha()}
+
+    assert flags(out) == flags(capsys.readouterr().out) == {"-h", "--help", *flag_names(TrainCommand)}
+    # the flags a first run needs, before any group's title: on the first screen
+    first_group = next(i for i, line in enumerate(out.splitlines()) if line.strip().endswith("options")
+                       and i > 0 and not line.strip().startswith("options"))
+    first = "\n".join(out.splitlines()[:first_group])
+    for flag in ("--env", "--algo", "--total-timesteps", "--num-envs", "--num-steps", "--seed", "--num-seeds",
+                 "--mode", "--preset", "--run-dir", "--learning-rate"):
+        assert f"\n  {flag} " in first, flag
+    assert first_group < 70, first_group
 
 
 def test_unknown_command_exits_2(capsys):

@@ -1,4 +1,4 @@
-"""The `jaxrl-async` command: train, eval, envs, bench."""
+"""The `jaxrl-async` command: train, eval, launch, bench, envs."""
 
 from jaxrl_async.cli.main import entry_point, main
 
