@@ -6,7 +6,7 @@
 
 `update` runs `update_epochs x num_minibatches` gradient steps over shuffled
 minibatches of the trajectory's transitions (whole env sequences for a recurrent
-policy; `common.make_learner`, `common.replay_batch`).
+policy; `sgd.make_learner`, `sgd.replay_batch`).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def _gymnax_ids() -> list[str]:
 
 def builtin_env_ids() -> list[str]:
     """Sorted ids of the built-in envs: gymnax (minus refused), probes, partially observable
-    (`env_ids.BUILTIN_ENV_IDS` holds the same list without importing gymnax)."""
+    (`ids.BUILTIN_ENV_IDS` holds the same list without importing gymnax)."""
     return sorted({*_gymnax_ids(), *PROBE_ENVS, *PARTIALLY_OBSERVABLE_ENVS})
 
 

@@ -1,4 +1,4 @@
-"""The Q-network as a `networks.Policy`: epsilon-greedy acting, greedy evaluation.
+"""The Q-network as an `actor_critic.Policy`: epsilon-greedy acting, greedy evaluation.
 
 `make_q_policy(network_cfg, obs_shape, action_space)` returns the same interface the
 actor-critic has (DQN's and PQN's; PQN's with `layer_norm`), so the rollout, the evaluator and the checkpoints use it unchanged:

@@ -1,4 +1,4 @@
-"""SAC's actor as a `networks.Policy` (a tanh-squashed Gaussian), and its twin critics.
+"""SAC's actor as an `actor_critic.Policy` (a tanh-squashed Gaussian), and its twin critics.
 
 `make_sac_policy(network_cfg, obs_shape, action_space)` returns `(policy, nets)`:
 

@@ -1,4 +1,4 @@
-"""TD3's deterministic actor as a `networks.Policy`, acting with Gaussian exploration noise, and
+"""TD3's deterministic actor as an `actor_critic.Policy`, acting with Gaussian exploration noise, and
 its twin critics (SAC's, `nets/sac.py`).
 
 `make_td3_policy(network_cfg, obs_shape, action_space, exploration_noise)` returns `(policy, nets)`:

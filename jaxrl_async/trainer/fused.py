@@ -1,6 +1,6 @@
 """The fused mode (`--mode fused`): the iterations between two host syncs run as one jit call.
 
-Each call is one jitted loop over `rollout.collect` + `algo.update` (`components.run_iterations`),
+Each call is one jitted loop over `rollout.collect` + `algo.update` (`build.run_iterations`),
 vmapped over seeds (and, for sweeps, over hyperparameters), with the metrics summed on the
 device; the state is donated from call to call. At each sync the run's one sync step
 (`Run.sync`) does the host's bookkeeping.

@@ -3,7 +3,7 @@
     result = train(TrainConfig(env="CartPole-v1", total_timesteps=500_000))
     result.summary["final_eval_return_mean"]
 
-The loops (`fused.train_fused`, `async_train.train_async`) do only their mode's work and
+The loops (`fused.train_fused`, `asynchronous.loop.train_async`) do only their mode's work and
 hand each host sync to the run's one sync step (`run.Run.sync`): metrics, evaluation,
 checkpoints, the stop request. This module picks the mode, restores a resumed run and
 writes `summary.json`.

@@ -15,7 +15,7 @@ update is dispatched. On an accelerator the actor's rollout and the learner's up
 turns on one device, which then always has the next program queued rather than idling while
 the two threads hand over.
 
-The replay learners (dqn, sac) run the same loop: each fragment the actor hands over is added
+The replay learners (dqn, sac, td3) run the same loop: each fragment the actor hands over is added
 to the device buffer by `algo.update` (the buffer alone is donated to the learner's jit, so it
 is written in place: `HostHooks.donated`), which then takes `replay_ratio` gradient steps on
 it; the actor acts with `Algorithm.behaviour` applied to the params it gets, so DQN's epsilon and SAC's warm-up
