@@ -1,6 +1,6 @@
 """`python -m benchmarks` / `jaxrl-async bench`: run benchmark cases, write JSON, print a table.
 
-    python -m benchmarks                       # every case (a few minutes on a 2-core CPU)
+    python -m benchmarks                       # every case (docs/benchmarks.md: what each measures)
     python -m benchmarks --only rollout update # a subset
     python -m benchmarks --quick               # a smoke run (the test suite runs this)
     python -m benchmarks --compare bench-results/before.json   # ratios to an earlier run
