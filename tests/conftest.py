@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import importlib.util
 import itertools
 import os
 import shutil
@@ -68,6 +69,89 @@ if compilation.install() and not _LEVEL_GIVEN:
 gc.collect()
 gc.freeze()
 gc.set_threshold(20_000, 20, 20)
+
+
+# The optional packages the tests use, each with the extra that installs it: a test that needs one
+# that is not installed is skipped with its pip line (so `pip install -e '.[test]'` runs the rest),
+# whether its file imports the package, a test imports it or reaches our own "pip install" error.
+OPTIONAL_MODULES = {"brax": "brax", "mujoco_playground": "playground", "craftax": "craftax", "jumanji": "jumanji",
+                    "navix": "navix", "xminigrid": "xminigrid", "envpool": "envpool", "mujoco": "mujoco",
+                    "tensorboardX": "tensorboard", "matplotlib": "plot", "importlinter": "dev", "psutil": "dev"}
+# Test files that need one without importing it first (they reach it through the CLI or the suites)
+FILES_NEEDING = {"test_mujoco.py": ("mujoco",), "test_envpool.py": ("envpool",), "test_layers.py": ("importlinter",),
+                 "test_suite_brax.py": ("brax",), "test_suite_playground.py": ("mujoco_playground",),
+                 "test_suite_craftax.py": ("craftax",), "test_suite_jumanji.py": ("jumanji",),
+                 "test_suite_navix.py": ("navix",), "test_suite_xminigrid.py": ("xminigrid",)}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _needs(module: str) -> str:
+    name = {"importlinter": "import-linter", "mujoco_playground": "playground"}.get(module, module)
+    return f"needs {name}: pip install -e '.[{OPTIONAL_MODULES[module]}]'"
+
+
+def missing_extra(error: BaseException | None) -> str | None:
+    """The skip reason for an error that says an optional package is missing (None for any other):
+    an import of one that is not installed, or our own error that names the pip line for it."""
+    missing = [module for module in OPTIONAL_MODULES if not _installed(module)]
+    while error is not None:
+        if isinstance(error, ImportError) and (error.name or "").split(".")[0] in missing:
+            return _needs(error.name.split(".")[0])
+        if isinstance(error, ValueError) and "pip install" in str(error) and any(
+                module in str(error) or f"[{OPTIONAL_MODULES[module]}]" in str(error) for module in missing):
+            return f"needs an optional package: {error}"
+        error = error.__cause__
+    return None
+
+
+class _ModuleNeedingExtras(pytest.Module):
+    """A test module skipped, with the pip line, where an optional package it needs is missing."""
+
+    def _getobj(self):
+        absent = [module for module in FILES_NEEDING.get(self.path.name, ()) if not _installed(module)]
+        if absent:
+            pytest.skip(_needs(absent[0]), allow_module_level=True)
+        try:
+            return super()._getobj()
+        except self.CollectError as error:
+            reason = missing_extra(error.__cause__)
+            if reason is None:
+                raise
+            pytest.skip(reason, allow_module_level=True)
+
+
+def pytest_pycollect_makemodule(module_path, parent):
+    if module_path.name == "conftest.py":
+        return None
+    return _ModuleNeedingExtras.from_parent(parent, path=module_path)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    try:
+        return (yield)
+    except (ImportError, ValueError) as error:
+        reason = missing_extra(error)
+        if reason is None:
+            raise
+        pytest.skip(reason)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    try:
+        return (yield)
+    except (ImportError, ValueError) as error:
+        reason = missing_extra(error)
+        if reason is None:
+            raise
+        pytest.skip(reason)
 
 
 def pytest_configure(config):
