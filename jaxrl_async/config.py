@@ -54,6 +54,7 @@ def host_env_kind(env_id: str) -> str | None:
 # The learners' names, as `--algo` takes them (the registry: `algorithms/__init__.py`)
 ALGORITHMS = ("ppo", "a2c", "reinforce", "impala", "dqn", "sac", "td3", "pqn")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "elu")
+ACTION_DISTS = ("gaussian", "tanh_gaussian")
 MATMUL_PRECISIONS = ("default", "float32", "tensorfloat32", "bfloat16")
 
 
@@ -63,6 +64,14 @@ class NetworkConfig:
 
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Widths of the hidden layers of the actor and the critic towers (MLP)."""
+    policy_hidden_sizes: tuple[int, ...] | None = None
+    """Widths of the actor tower's hidden layers where they differ from hidden_sizes (e.g. Brax's 32 32 32 32); None: hidden_sizes. Feedforward actor-critics (ppo, a2c, reinforce, impala) only."""
+    value_hidden_sizes: tuple[int, ...] | None = None
+    """Widths of the critic tower's hidden layers where they differ from hidden_sizes (e.g. Brax's 256 256 256 256 256); None: hidden_sizes. Feedforward actor-critics only."""
+    action_dist: Literal["gaussian", "tanh_gaussian"] = "gaussian"
+    """Box actions (ppo, a2c, reinforce, impala): 'gaussian', a Gaussian with a learned state-independent log-std, clipped to the bounds; 'tanh_gaussian', a Gaussian whose std is a state-dependent output (softplus + min_std) squashed by tanh into the bounds, its log-prob and entropy those of the squashed action (Brax's and Playground's PPO policy)."""
+    min_std: float = 0.001
+    """tanh_gaussian: the floor added to the softplus std (Brax's min_std)."""
     activation: Literal["tanh", "relu", "gelu", "swish", "elu"] = "tanh"
     """Nonlinearity between layers."""
     torso: Literal["auto", "mlp", "cnn"] = "auto"
@@ -79,6 +88,26 @@ class NetworkConfig:
         _check(self.torso in ("auto", "mlp", "cnn"), "torso", self.torso, "choose auto, mlp or cnn")
         _check(self.core in ("none", "gru", "lstm"), "core", self.core, "choose none, gru or lstm")
         _check(self.core_size >= 1, "core_size", self.core_size, "must be >= 1")
+        for name in ("policy_hidden_sizes", "value_hidden_sizes"):
+            sizes = getattr(self, name)
+            _check(sizes is None or (len(sizes) >= 1 and all(h >= 1 for h in sizes)), name, sizes,
+                   "give one or more positive layer widths, e.g. 32 32 32 32, or leave it unset (hidden_sizes)")
+            _check(sizes is None or self.core == "none", name, sizes,
+                   f"a recurrent core (core={self.core!r}) shares one torso between the actor and the critic: "
+                   "set hidden_sizes, not separate towers")
+        _check(self.action_dist in ACTION_DISTS, "action_dist", self.action_dist, f"choose one of {ACTION_DISTS}")
+        _check(math.isfinite(self.min_std) and self.min_std > 0, "min_std", self.min_std,
+               "must be a finite number > 0 (Brax's: 0.001)")
+
+    @property
+    def policy_sizes(self) -> tuple[int, ...]:
+        """The actor tower's widths."""
+        return tuple(self.policy_hidden_sizes or self.hidden_sizes)
+
+    @property
+    def value_sizes(self) -> tuple[int, ...]:
+        """The critic tower's widths."""
+        return tuple(self.value_hidden_sizes or self.hidden_sizes)
 
 
 def check_minibatches(num_minibatches: int, batch_size: int, *, whole_sequences: bool = False) -> None:
@@ -112,6 +141,8 @@ class LearnerConfig:
     """Decay the learning rate linearly to zero over the run."""
     gamma: float = 0.99
     """Discount factor."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this before the learner sees them (its returns, advantages and metrics' reward_mean; Brax's reward_scaling); episode returns and evaluations stay the env's own."""
     gae_lambda: float = 0.95
     """GAE lambda (impala: V-trace's lambda; pqn: the lambda of its Q(lambda) returns, 0 one-step Q-learning, 1 Monte-Carlo returns)."""
     clip_eps: float = 0.2
@@ -141,6 +172,8 @@ class LearnerConfig:
         _check(math.isfinite(self.learning_rate) and self.learning_rate > 0,
                "learning_rate", self.learning_rate, "must be a finite number > 0")
         _check(0.0 <= self.gamma <= 1.0, "gamma", self.gamma, "must be in [0, 1]")
+        _check(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", self.reward_scale,
+               "must be a finite number > 0 (1: the env's own rewards)")
         _check(0.0 <= self.gae_lambda <= 1.0, "gae_lambda", self.gae_lambda, "must be in [0, 1]")
         _check(self.clip_eps > 0, "clip_eps", self.clip_eps, "must be > 0")
         _check(self.ent_coef >= 0, "ent_coef", self.ent_coef, "must be >= 0")
@@ -300,7 +333,8 @@ REPLAY_FIELDS = tuple(field.name for field in dataclasses.fields(ReplayConfig))
 # What a resumed run must keep: these fields shape the checkpointed state or give it its meaning.
 RESUME_FIXED_FIELDS = ("env", "env_kwargs", "algo", "num_envs", "num_steps", "num_seeds", "seed", "normalize_obs",
                        "action_noise_correlation",
-                       "network.hidden_sizes", "network.activation", "network.torso", "network.core",
+                       "network.hidden_sizes", "network.policy_hidden_sizes", "network.value_hidden_sizes",
+                       "network.action_dist", "network.activation", "network.torso", "network.core",
                        "network.core_size", "replay.replay_capacity", "pqn.layer_norm")
 
 
@@ -315,11 +349,11 @@ class TrainConfig:
     """A training run: environment, budget, seeds, mode, and the algorithm's settings."""
 
     env: str = "CartPole-v1"
-    """Environment id (any gymnax id, or a Probe-* id; `jaxrl-async envs` lists them), or a host env: gymnasium:<id> for any registered gymnasium 1.x id, envpool:<id> for an EnvPool id (pip install -e '.[envpool]') (trained in the async mode, one seed; host env states are not checkpointed, so a resumed run restarts its episodes)."""
+    """Environment id: any gymnax or Probe-* id (`jaxrl-async envs` lists them), a JAX suite's SUITE:ID (`jaxrl-async envs --suite NAME` lists a suite's), or a host env: gymnasium:<id> for any registered gymnasium 1.x id, envpool:<id> for an EnvPool id (pip install -e '.[envpool]') (trained in the async mode, one seed; host env states are not checkpointed, so a resumed run restarts its episodes)."""
     env_kwargs: tuple[str, ...] = ()
     """Keyword arguments of the env's constructor, as KEY=VALUE (VALUE read as JSON where it is, else a string): e.g. --env brax:ant --env-kwargs backend=positional episode_length=500 (the suites' adapters list theirs: docs/suites.md)."""
     preset: str = "none"
-    """Preset the settings start from: 'auto' (the CLI's default: the env's own preset, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/presets.py). Recorded in config.json."""
+    """Preset the settings start from: 'auto' (the CLI's default: the env's own preset for the learner --algo names, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/trainer/presets.py). Recorded in config.json by the name 'auto' resolved to."""
     algo: Literal[ALGORITHMS] = "ppo"
     """Learning algorithm; all share the rollout and the learner hyperparameters below (dqn, sac and td3: also the replay flags, --replay-capacity ..., and their own; sac and td3 need Box actions; pqn: the epsilon flags with dqn, and its own)."""
     total_timesteps: int = 500_000
@@ -367,7 +401,7 @@ class TrainConfig:
     tensorboard: bool = False
     """Also write TensorBoard event files to the run directory (needs tensorboardX)."""
     run_dir: str | None = None
-    """Run directory; default runs/<env>-<algo>-<timestamp>."""
+    """Run directory; default runs/<env>-<algo>-<timestamp> (a ':' or '/' of the env id written '-')."""
     # Speed settings: how the programs are laid out, not what they compute (results agree to float
     # rounding). 'auto' takes the backend's measured default (`BACKEND_DEFAULTS` below).
     scan_unroll: int | Literal["auto"] = "auto"
@@ -441,6 +475,7 @@ class TrainConfig:
             _check(self.env_groups in ("auto", 1), "env_groups", self.env_groups,
                    "env groups split a host env actor's envs (gymnasium:<id>, envpool:<id>); a gymnax env's rollout is one "
                    "jitted program: use --env-groups auto")
+        self._check_network_options()
         if self.algo in OFF_POLICY_ALGOS:
             self._check_off_policy()
             return
@@ -450,7 +485,7 @@ class TrainConfig:
                           whole_sequences=whole_sequences)
 
     def _check_host_env(self) -> None:
-        """A host env's rules (`envs/host.py`): its envs are stepped by the async mode's actor thread."""
+        """A host env's rules (`envs/host/`): its envs are stepped by the async mode's actor thread."""
         _check(self.mode == "async", "mode", self.mode,
                f"env={self.env!r} is a host env, stepped on the host by the async mode's actor thread, not inside "
                "one jitted program: use --mode async (the CLI picks it for a host env by itself)")
@@ -468,6 +503,21 @@ class TrainConfig:
             _check(not self.normalize_obs, "normalize_obs", self.normalize_obs,
                    f"with env_groups={self.env_groups} the statistics would take in each group's observations apart, "
                    "not as the one batch they are: use --env-groups 1 or --no-normalize-obs")
+
+    def _check_network_options(self) -> None:
+        """The actor-critic's options, where the learner has that actor-critic (the value-based
+        learners' Q-network and SAC's / TD3's actors are their own)."""
+        network = self.network
+        if self.algo in ("dqn", "pqn", "sac", "td3"):
+            for name, default in (("policy_hidden_sizes", None), ("value_hidden_sizes", None),
+                                  ("action_dist", "gaussian")):
+                _check(getattr(network, name) == default, name, getattr(network, name),
+                       f"algo={self.algo!r} builds its own networks from hidden_sizes"
+                       + (" (sac's actor is already a tanh-squashed Gaussian)" if self.algo == "sac" else "")
+                       + f": leave {name} at {default!r}")
+        if network.action_dist == "tanh_gaussian":
+            _check(not host_env_kind(self.env), "action_dist", network.action_dist,
+                   f"host envs ({self.env!r}) take the Gaussian clipped to their Box: use --action-dist gaussian")
 
     def _check_off_policy(self) -> None:
         """A replay learner's own rules (its minibatches are sampled from the buffer, so the
@@ -540,8 +590,9 @@ class TrainConfig:
         if "env_kwargs" in data:  # JSON turns tuples into lists
             data["env_kwargs"] = tuple(data["env_kwargs"])
         network = dict(data.pop("network", {}))
-        if "hidden_sizes" in network:  # JSON turns tuples into lists
-            network["hidden_sizes"] = tuple(network["hidden_sizes"])
+        for name in ("hidden_sizes", "policy_hidden_sizes", "value_hidden_sizes"):
+            if network.get(name) is not None:  # JSON turns tuples into lists
+                network[name] = tuple(network[name])
         network = NetworkConfig(**network)
         # runs saved before the rename of `ppo` to `learner` hold the same fields under "ppo"
         learner = LearnerConfig(**data.pop("learner", data.pop("ppo", {})))
@@ -582,8 +633,8 @@ BACKEND_DEFAULTS = {
 }
 # a backend not measured (TPU, ...) is launch-bound like the GPU rather than like the CPU
 _OTHER = BACKEND_DEFAULTS["gpu"]
-# the matrix GAE holds a [T, T] matrix per env and seed: past this many floats (32 MiB, 2048 x 64^2:
-# the largest measured to compile in seconds on a GPU; 512 seeds x 4 x 128^2 took minutes), the scan
+# the matrix GAE holds a [T, T] matrix per env and seed: past this many floats (32 MiB; larger ones
+# compiled for minutes on a GPU: docs/benchmarks.md, "The 512-seed compile was the matrix GAE"), the scan
 MATRIX_GAE_MAX_FLOATS = 1 << 23
 
 

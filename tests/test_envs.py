@@ -1,5 +1,7 @@
 """Tests for jaxrl_async.envs: registry, wrappers, probes, obs normalisation."""
 
+import math
+
 import chex
 import gymnax
 import gymnax.registration
@@ -16,12 +18,14 @@ from jaxrl_async.envs import (
     EpisodeStatistics,
     EpisodeStatsState,
     RunningMeanStd,
+    SquashAction,
     make_env,
     register_env,
     registered_env_ids,
 )
 from jaxrl_async.envs import registry
 from jaxrl_async.envs.spaces import MultiDiscrete, map_shapes, observation_shapes
+from jaxrl_async.envs.wrappers import max_truncations
 
 NUM_ENVS = 3
 
@@ -268,6 +272,24 @@ def test_clip_action_clips_to_box():
     assert wrapped_reward(-7.0) == wrapped_reward(-2.0) == -9.0
     assert wrapped_reward(0.5) == raw_reward(0.5) == -0.25
     assert float(jax.jit(env.step)(key, state, jnp.array([5.0]), params)[2]) == -1.0
+
+
+def test_squash_action_maps_tanh_onto_the_box():
+    env, params = make_env("Probe-ContinuousAction")  # a Box in [-2, 2], reward -(a - 1)^2
+    squashed = SquashAction(env)
+    key = jax.random.PRNGKey(0)
+    _, state = squashed.reset(key, params)
+
+    def reward(u):
+        return float(jax.jit(squashed.step)(key, state, jnp.array([u]), params)[2])
+
+    for u in (-30.0, -0.7, 0.0, 0.3, 1.5, 30.0):
+        env_action = -2.0 + (math.tanh(u) + 1.0) * 0.5 * 4.0  # low + (tanh(u) + 1) (high - low) / 2, by hand
+        assert reward(u) == pytest.approx(-((env_action - 1.0) ** 2), abs=1e-5)
+    assert reward(0.0) == pytest.approx(-1.0) and reward(30.0) == pytest.approx(-1.0) and reward(-30.0) == -9.0
+    assert max_truncations(squashed, params, 10) == max_truncations(env, params, 10)  # steps once a step
+    with pytest.raises(TypeError, match="Box"):
+        SquashAction(envs.ActionRewardProbe())
 
 
 def test_clip_action_rejects_discrete_env():

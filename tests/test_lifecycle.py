@@ -181,6 +181,9 @@ def test_resume_refuses_shape_changing_flags(runs, change, field, tmp_path):
     ("network.hidden_sizes", dict(network=dict(hidden_sizes=(16, 16)))),
     ("network.activation", dict(network=dict(activation="relu"))),
     ("network.torso", dict(network=dict(torso="mlp"))),
+    ("network.policy_hidden_sizes", dict(network=dict(policy_hidden_sizes=(16,)))),
+    ("network.value_hidden_sizes", dict(network=dict(value_hidden_sizes=(16,)))),
+    ("network.action_dist", dict(network=dict(action_dist="tanh_gaussian"))),
 ])
 def test_every_fixed_field_is_checked(dotted, change, tmp_path):
     with pytest.raises(ValueError, match=rf"cannot resume with {re.escape(dotted)}="):
@@ -573,7 +576,14 @@ def test_unknown_env_exits_2_with_one_line(flags, message, tmp_path, capsys):
     (["--num-envs", "0"], "num_envs=0 is invalid: must be >= 1"),
     (["--eval-interval", "-3"], "eval_interval=-3 is invalid"),
     (["--total-timesteps", "10"], "total_timesteps=10 is invalid: must be at least one rollout"),
-], ids=["num-envs-0", "negative-eval-interval", "budget-below-one-rollout"])
+    (["--reward-scale", "0"], "reward_scale=0.0 is invalid: must be a finite number > 0"),
+    (["--env", "Pendulum-v1", "--algo", "sac", "--action-dist", "tanh_gaussian"],
+     "action_dist='tanh_gaussian' is invalid: algo='sac' builds its own networks from hidden_sizes (sac's actor is "
+     "already a tanh-squashed Gaussian)"),
+    (["--env", "gymnasium:Pendulum-v1", "--action-dist", "tanh_gaussian"],
+     "host envs ('gymnasium:Pendulum-v1') take the Gaussian clipped to their Box: use --action-dist gaussian"),
+], ids=["num-envs-0", "negative-eval-interval", "budget-below-one-rollout", "reward-scale-0", "tanh-with-sac",
+        "tanh-on-a-host-env"])
 def test_invalid_config_value_exits_2_with_one_line(flags, message, tmp_path, capsys):
     # a flag parsing error: no traceback exists to show, so no --debug hint either
     assert main(["train", *flags, "--run-dir", str(tmp_path / "run")]) == 2

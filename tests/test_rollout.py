@@ -314,6 +314,24 @@ def test_a_suites_bound_values_the_same_bootstraps_as_every_step():
     chex.assert_trees_all_close(traj, reference, rtol=1e-5, atol=1e-6)
 
 
+def test_reward_scale_scales_what_the_learner_sees_and_not_the_episode_returns():
+    """`reward_scale` multiplies the trajectory's rewards, and its advantages are GAE over the scaled
+    rewards (the NumPy reference); the episode statistics stay the env's own."""
+    env, env_params, policy, rollout, params, state = build("CartPole-v1", num_steps=32, max_steps=15)
+    scaled = make_rollout(env, env_params, policy, num_envs=NUM_ENVS, num_steps=32, gamma=GAMMA,
+                          gae_lambda=GAE_LAMBDA, reward_scale=3.0)
+    _, plain = jax.jit(rollout.collect)(params, state)
+    _, traj = jax.jit(scaled.collect)(params, state)
+    assert np.any(plain.terminated) and np.any(plain.truncated) and np.any(plain.episode_done)
+    np.testing.assert_array_equal(traj.reward, 3.0 * np.asarray(plain.reward))
+    np.testing.assert_array_equal(traj.episode_return, plain.episode_return)  # the env's own returns
+    np.testing.assert_array_equal(traj.value, plain.value)
+    expected = numpy_gae(*(np.asarray(x, np.float64) for x in (traj.reward, traj.terminated, traj.truncated,
+                                                               traj.value, traj.bootstrap_value)), GAMMA, GAE_LAMBDA)
+    np.testing.assert_allclose(traj.advantage, expected, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(traj.advantage, plain.advantage)
+
+
 def test_valuing_every_step_gives_the_same_trajectory():
     """`max_truncations=num_steps` (the benchmark's reference, every step valued) and the env's bound
     (3 in 32 steps at a 15-step limit) agree to float rounding; a count below the bound is refused."""

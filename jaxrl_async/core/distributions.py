@@ -1,4 +1,4 @@
-"""The action distributions the policies emit, as small pytrees: the actor-critic's three, and
+"""The action distributions the policies emit, as small pytrees: the actor-critic's four, and
 the Q-network's epsilon-greedy one.
 
 Each offers `sample(key)`, `log_prob(action)`, `entropy()` and `mode()` (the greedy
@@ -6,7 +6,8 @@ action). `sample(key)` is `sample_from_draw(draw(key))`: `draw` makes the sample
 from the key and the distribution's shapes alone (never its parameters), so a host actor can
 draw a whole fragment's in one call before it (`rollout/host.py`) and pay no random-number work
 in each step's act. The Gaussians also offer `sample_from_noise(eps)`, the action for a given
-standard-normal draw (`exploration.py`). Batch shapes follow the parameters: logits `[..., A]`, mean `[..., D]`,
+standard-normal draw (`exploration.py`); `TanhGaussian`'s actions are unsquashed (its
+docstring). Batch shapes follow the parameters: logits `[..., A]`, mean `[..., D]`,
 multi-categorical logits `[..., sum(nvec)]`.
 
 Action masks (an env's legal actions, `legal_actions`): a masked categorical is the categorical
@@ -26,9 +27,12 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 _LOG_2PI = math.log(2.0 * math.pi)
+# Gauss-Hermite nodes and weights for E[f(u)], u ~ N(mean, std): sum_i w_i f(mean + sqrt(2) std x_i) / sqrt(pi)
+_HERMITE_NODES, _HERMITE_WEIGHTS = (np.asarray(a, np.float32) for a in np.polynomial.hermite.hermgauss(16))
 
 
 def legal_actions(action_mask: jax.Array, nvec: tuple[int, ...] | None = None) -> jax.Array:
@@ -151,6 +155,62 @@ class DiagGaussian:
         return jnp.sum(self.log_std + 0.5 * (1.0 + _LOG_2PI), axis=-1)
 
     def mode(self) -> jax.Array:
+        return self.mean
+
+
+def tanh_log_det(u: jax.Array) -> jax.Array:
+    """log |d tanh(u) / du| = log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), exact and finite
+    for large |u| (where 1 - tanh(u)^2 rounds to 0)."""
+    return 2.0 * (math.log(2.0) - u - jax.nn.softplus(-2.0 * u))
+
+
+@struct.dataclass
+class TanhGaussian:
+    """a = tanh(u), u ~ N(mean, std^2) per dimension: a Gaussian squashed into (-1, 1)^D, with a
+    state-dependent scale (Brax's `NormalTanhDistribution`: std = softplus(.) + min_std).
+
+    Its actions are the Gaussian's u, unsquashed: the env applies the tanh (`envs.wrappers.
+    SquashAction`), as `ClipAction` applies the clip to `DiagGaussian`'s. The rollout records u, so
+    the learner's ratio compares densities of the same u; recovering u as atanh(a) from a stored
+    squashed action loses it wherever tanh(u) rounds to +-1 (|u| > ~9 in float32).
+
+    `log_prob(u)` and `entropy()` are those of the squashed action a, by the change of variables:
+
+        log pi(a) = sum_d [ log N(u_d; mean_d, std_d) - log(1 - tanh(u_d)^2) ]
+        H[a]      = sum_d [ H[N(mean_d, std_d)] + E_u log(1 - tanh(u_d)^2) ]
+
+    The expectation has no closed form; it is computed by 16-point Gauss-Hermite quadrature, a
+    deterministic estimate (Brax's is one sampled u per state). The affine map from (-1, 1) to
+    the env's bounds adds a constant to both, which moves no gradient and is left out (as SAC's).
+    """
+
+    mean: jax.Array  # [..., D]
+    std: jax.Array  # [..., D] > 0
+
+    def draw(self, key: jax.Array) -> jax.Array:
+        return jax.random.normal(key, self.mean.shape, self.mean.dtype)
+
+    def sample_from_noise(self, noise: jax.Array) -> jax.Array:
+        """The (unsquashed) action u for a standard-normal `noise` [..., D]."""
+        return self.mean + self.std * noise
+
+    sample_from_draw = sample_from_noise  # the draw is that noise
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return self.sample_from_draw(self.draw(key))
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        """The log-density of the squashed action tanh(`action`), from the unsquashed `action` u."""
+        z = (action - self.mean) / self.std
+        return jnp.sum(-0.5 * z * z - jnp.log(self.std) - 0.5 * _LOG_2PI - tanh_log_det(action), axis=-1)
+
+    def entropy(self) -> jax.Array:
+        nodes = self.mean[..., None] + math.sqrt(2.0) * self.std[..., None] * _HERMITE_NODES
+        expected_log_det = jnp.sum(tanh_log_det(nodes) * _HERMITE_WEIGHTS, axis=-1) / math.sqrt(math.pi)
+        return jnp.sum(jnp.log(self.std) + 0.5 * (1.0 + _LOG_2PI) + expected_log_det, axis=-1)
+
+    def mode(self) -> jax.Array:
+        """The Gaussian's mean, whose tanh is the deterministic action (Brax's mode)."""
         return self.mean
 
 

@@ -13,6 +13,7 @@ _NAMES = {
     "ActionMaskProbe": "jaxrl_async.envs.probes",
     "ActionRewardProbe": "jaxrl_async.envs.probes",
     "ClipAction": "jaxrl_async.envs.wrappers",
+    "SquashAction": "jaxrl_async.envs.wrappers",
     "ConstantRewardProbe": "jaxrl_async.envs.probes",
     "ContinuousActionProbe": "jaxrl_async.envs.probes",
     "DictObsProbe": "jaxrl_async.envs.probes",

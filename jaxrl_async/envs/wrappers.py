@@ -181,6 +181,30 @@ class ClipAction(Wrapper):
         return self._env.step(key, state, action, params)
 
 
+class SquashAction(Wrapper):
+    """Maps an unsquashed continuous action u onto the action `Box` by tanh, low + (tanh(u) + 1)
+    (high - low) / 2, before stepping: the env side of `core.distributions.TanhGaussian`.
+
+    As with `ClipAction`, only the env sees the mapped action: the learner keeps u, whose density
+    the policy's log-prob is (the squashed action's, by the change of variables).
+    """
+
+    def __init__(self, env: Any):
+        super().__init__(env)
+        space = env.action_space(env.default_params)
+        if not isinstance(space, spaces.Box):
+            raise TypeError(f"SquashAction needs a continuous Box action space, but {env.name} has {space!r}; "
+                            "a tanh-squashed Gaussian acts only on Box actions.")
+
+    def step(
+        self, key: jax.Array, state: Any, action: jax.Array, params: Any = None
+    ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        params = self.default_params if params is None else params
+        space = self._env.action_space(params)
+        action = space.low + (jnp.tanh(action) + 1.0) * 0.5 * (space.high - space.low)
+        return self._env.step(key, state, action, params)
+
+
 class ObservationSubset(Wrapper):
     """Shows the agent only some entries of a flat observation: a partially observable task.
 
@@ -224,7 +248,7 @@ class ObservationSubset(Wrapper):
 
 
 # wrappers that step the env they wrap exactly once per step, so they keep its time limit's spacing
-_ONE_STEP_WRAPPERS = (EpisodeStatistics, ClipAction, ObservationSubset)
+_ONE_STEP_WRAPPERS = (EpisodeStatistics, ClipAction, SquashAction, ObservationSubset)
 
 
 def max_truncations(env: Any, params: Any, num_steps: int) -> int:

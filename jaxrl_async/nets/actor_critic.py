@@ -50,7 +50,8 @@ import numpy as np
 from gymnax.environments import spaces
 
 from jaxrl_async.config import NetworkConfig
-from jaxrl_async.core.distributions import Categorical, DiagGaussian, MultiCategorical, legal_actions, mask_scores
+from jaxrl_async.core.distributions import (Categorical, DiagGaussian, MultiCategorical, TanhGaussian, legal_actions,
+                                            mask_scores)
 from jaxrl_async.envs.spaces import (SUPPORTED_ACTIONS, MultiDiscrete, action_mask, as_observation,
                                      check_action_mask, is_nested, shape_leaves, without_action_mask,
                                      zeros_observation)
@@ -125,39 +126,56 @@ def make_torso(hidden_sizes, activation, use_cnn, leaves, name, layer_norm: bool
     return (CNNTorso if use_cnn else MLPTorso)(hidden_sizes, activation, layer_norm, name=name)
 
 
+def _head_size(module: nn.Module) -> int:
+    """The actor head's outputs: a tanh-Gaussian's mean and std side by side, else one per action
+    dimension (logits, or a Gaussian's mean)."""
+    return 2 * module.action_dim if _squashed(module) else module.action_dim
+
+
+def _squashed(module: nn.Module) -> bool:
+    return not module.discrete and module.action_dist == "tanh_gaussian"
+
+
 def _head(module: nn.Module, out):
     """The action distribution from the actor head's output."""
     if module.nvec is not None:
         return MultiCategorical(logits=out, nvec=module.nvec)
     if module.discrete:
         return Categorical(logits=out)
+    if _squashed(module):
+        # a state-dependent scale, floored (Brax's NormalTanhDistribution)
+        mean, scale = jnp.split(out, 2, axis=-1)
+        return TanhGaussian(mean=mean, std=jax.nn.softplus(scale) + module.min_std)
     log_std = module.param("log_std", nn.initializers.zeros, (module.action_dim,))
     return DiagGaussian(mean=out, log_std=jnp.broadcast_to(log_std, out.shape))
 
 
 class ActorCritic(nn.Module):
-    """Separate actor and critic towers; the actor head is categorical, multi-categorical or
-    diagonal Gaussian.
+    """Separate actor and critic towers, each of its own widths; the actor head is categorical,
+    multi-categorical, diagonal Gaussian or tanh-squashed Gaussian (`action_dist`).
 
     (Stacking the two towers' weights to run each layer as one batched matmul was
     measured slower on the CPU end to end, so each tower is its own MLP.)
     """
 
-    hidden_sizes: Sequence[int]
+    hidden_sizes: Sequence[int]  # the actor tower's
     activation: str
     use_cnn: bool
     discrete: bool
     action_dim: int  # number of actions (discrete), sum(nvec) (multi-discrete) or action dimensions
     nvec: tuple[int, ...] | None = None  # the sub-action sizes of a MultiDiscrete action
     leaves: tuple[tuple[str, bool], ...] | None = None  # a nested observation's encoders (`LeafEncoders`)
+    value_hidden_sizes: Sequence[int] | None = None  # the critic tower's; None: hidden_sizes
+    action_dist: str = "gaussian"  # a Box action's: "gaussian" | "tanh_gaussian" (`NetworkConfig`)
+    min_std: float = 0.001  # tanh_gaussian: the std's floor
 
     @nn.compact
     def __call__(self, obs):
-        torso = functools.partial(make_torso, self.hidden_sizes, self.activation, self.use_cnn, self.leaves)
-        actor_features = torso("actor_torso")(obs)
-        critic_features = torso("critic_torso")(obs)
+        torso = functools.partial(make_torso, activation=self.activation, use_cnn=self.use_cnn, leaves=self.leaves)
+        actor_features = torso(self.hidden_sizes, name="actor_torso")(obs)
+        critic_features = torso(self.value_hidden_sizes or self.hidden_sizes, name="critic_torso")(obs)
         # small final-layer scales: a near-uniform initial policy, a near-zero initial value
-        out = _dense(self.action_dim, 0.01, name="actor_head")(actor_features)
+        out = _dense(_head_size(self), 0.01, name="actor_head")(actor_features)
         value = _dense(1, 1.0, name="critic_head")(critic_features)[..., 0]
         return _head(self, out), value
 
@@ -178,6 +196,8 @@ class RecurrentActorCritic(nn.Module):
     core_size: int
     nvec: tuple[int, ...] | None = None
     leaves: tuple[tuple[str, bool], ...] | None = None
+    action_dist: str = "gaussian"
+    min_std: float = 0.001
 
     @nn.compact
     def __call__(self, obs, carry):
@@ -185,7 +205,7 @@ class RecurrentActorCritic(nn.Module):
         cell = nn.GRUCell(self.core_size, name="core") if self.core == "gru" else \
             nn.OptimizedLSTMCell(self.core_size, name="core")
         carry, features = cell(carry, features)
-        out = _dense(self.action_dim, 0.01, name="actor_head")(features)
+        out = _dense(_head_size(self), 0.01, name="actor_head")(features)
         value = _dense(1, 1.0, name="critic_head")(features)[..., 0]
         return _head(self, out), value, carry
 
@@ -260,7 +280,7 @@ def _nested_encoders(torso: str, obs_shape) -> tuple[tuple[str, bool], ...]:
     if torso == "cnn" and not all(images):
         vectors = [jax.tree_util.keystr(p) for (p, _), image in zip(leaves, images) if not image]
         raise ValueError(f"torso='cnn' needs every observation leaf to be an image [H, W, C], but {vectors} "
-                         "are not: use --network.torso auto (the CNN for image leaves, the MLP for the rest)")
+                         "are not: use --torso auto (the CNN for image leaves, the MLP for the rest)")
     return tuple((_leaf_name(p), image and torso != "mlp") for (p, _), image in zip(leaves, images))
 
 
@@ -333,10 +353,14 @@ def make_policy(cfg: NetworkConfig, obs_shape, action_space) -> Policy:
     check_action_mask(obs_shape, action_space)
     obs_shape, prepare, use_cnn, leaves = encoder_input(cfg.torso, obs_shape)
     shapes = dict(obs_shape=obs_shape, discrete=discrete, action_shape=action_shape)
-    heads = dict(nvec=nvec, leaves=leaves)
+    if cfg.action_dist != "gaussian" and not isinstance(action_space, spaces.Box):
+        raise ValueError(f"action_dist={cfg.action_dist!r} is a distribution over Box actions, but this env's actions "
+                         f"are {action_space!r}: use --action-dist gaussian (discrete actions get a categorical)")
+    heads = dict(nvec=nvec, leaves=leaves, action_dist=cfg.action_dist, min_std=cfg.min_std)
     if cfg.core != "none":
         return _recurrent_policy(cfg, prepare, use_cnn, action_dim, heads, **shapes)
-    module = ActorCritic(tuple(cfg.hidden_sizes), cfg.activation, use_cnn, discrete, action_dim, **heads)
+    module = ActorCritic(cfg.policy_sizes, cfg.activation, use_cnn, discrete, action_dim,
+                         value_hidden_sizes=cfg.value_sizes, **heads)
 
     def init(key):
         return module.init(key, prepare(zeros_observation(obs_shape, (1,))))

@@ -5,8 +5,8 @@
     actor = collector.make_actor(placement, state, ...)          what the async mode's thread runs
     evaluator = collector.evaluator(num_episodes, unroll)        greedy / sampling returns
 
-Two collectors implement it: `device.DeviceCollector` (a gymnax-API env: one jitted `lax.scan`) and
-`host.HostCollector` (gymnasium / EnvPool envs stepped on the host, acting with a jitted call).
+Two collectors implement it: `device.DeviceRollout` (a gymnax-API env: one jitted `lax.scan`) and
+`host.HostRollout` (gymnasium / EnvPool envs stepped on the host, acting with a jitted call).
 Both record the same per-step fields (`types.RECORDED_FIELDS`) and end the fragment with the one
 finishing step below, so the learner sees the same `Trajectory` from either.
 
@@ -73,7 +73,7 @@ HOST_TIMING_FIELDS = ("env_s", "inference_s", "transfer_s")
 
 def finish(policy: Policy, params, rec: dict, carry_after: Any, initial_carry: Any, *, gamma: float,
            gae_lambda: float, gae_scan: str, max_truncations: int,
-           following: tuple[Any, Any] | None = None) -> Trajectory:
+           following: tuple[Any, Any] | None = None, reward_scale: float = 1.0) -> Trajectory:
     """The fragment's end, the same for every collector: the bootstrap values (`core.bootstrap`),
     GAE over them (`core.advantages`), and the `Trajectory`.
 
@@ -84,7 +84,11 @@ def finish(policy: Policy, params, rec: dict, carry_after: Any, initial_carry: A
       initial_carry: the carry at the fragment's start, leaves `[B, ...]`.
       max_truncations: truncations per env the bootstrap values (`bootstrap_values`).
       following: (obs, carry) where the fragment leaves off; needed below T truncations.
+      reward_scale: the rewards' factor, before the learner sees them (the trajectory's `reward`
+        is the scaled one; the episode statistics stay the env's own).
     """
+    if reward_scale != 1.0:  # a static factor: the default's program is the unscaled one
+        rec = {**rec, "reward": rec["reward"] * jnp.float32(reward_scale)}
     bootstrap_value = bootstrap_values(lambda obs, carry: policy.value_step(params, obs, carry), rec,
                                        carry_after, max_truncations, following=following)
     discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"], gamma, gae_lambda)
@@ -125,8 +129,8 @@ def warm_up(compiled: Callable, *args) -> Any:
 
     On the CPU the copies are `jax.device_put(x, may_alias=False)`, which compiles nothing, where
     `x.copy()` is a jitted copy, a program of its own for every leaf shape. Elsewhere they stay
-    `x.copy()`: on a GPU the fused loop ran slower in every window after a warm-up on
-    `device_put`'s copies, for reasons not found (docs/benchmarks.md, "the warm-up's copies"). An
+    `x.copy()`: after a warm-up on `device_put`'s copies a GPU's fused loop was measured slower,
+    for reasons not found (docs/benchmarks.md, "The warm-up's copies"). An
     array over several processes, which `device_put` does not copy, takes `x.copy()` too.
     """
     return jax.block_until_ready(compiled(*jax.tree.map(_copy, args)))

@@ -37,7 +37,7 @@ from jaxrl_async.types import RolloutState, Trajectory
 
 
 def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: int,
-                 gamma: float, gae_lambda: float, normalize_obs: bool = False,
+                 gamma: float, gae_lambda: float, reward_scale: float = 1.0, normalize_obs: bool = False,
                  unroll: int = 1, gae_scan: str = "sequential", noise_correlation: float = 0.0,
                  max_truncations: int | None = None) -> "DeviceRollout":
     """Build the rollout for `num_envs` parallel copies of a gymnax-1.x env.
@@ -48,6 +48,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
       policy: the actor-critic's pure functions.
       num_envs, num_steps: B and T.
       gamma, gae_lambda: discount and GAE lambda for the advantages.
+      reward_scale: the rewards' factor before the learner sees them (`collector.finish`).
       normalize_obs: keep running observation statistics in the state and feed
         the policy normalised observations (every leaf of a nested observation on its own).
       unroll: `lax.scan` unroll factor (speed only).
@@ -129,7 +130,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         # the fragment leaves off at the next one's first observation and carry (at a reset their
         # value is not used: the step before it ended the episode)
         trajectory = finish(policy, params, rec, carry_after, initial_carry, gamma=gamma, gae_lambda=gae_lambda,
-                            gae_scan=gae_scan, max_truncations=truncations,
+                            gae_scan=gae_scan, max_truncations=truncations, reward_scale=reward_scale,
                             following=(observe(state.obs_stats, state.obs), state.carry))
         chex.assert_shape([trajectory.reward, trajectory.advantage, trajectory.log_prob],
                           (num_steps, num_envs))

@@ -121,11 +121,12 @@ class HostRollout:
     """The host rollout's pure parts (`init`, the jitted act and finish) for one env spec."""
 
     def __init__(self, spec: HostEnvSpec, policy: Policy, *, num_envs: int, num_steps: int, gamma: float,
-                 gae_lambda: float, gae_scan: str = "sequential", normalize_obs: bool = False,
-                 noise_correlation: float = 0.0, env_groups: int | str = 1):
+                 gae_lambda: float, reward_scale: float = 1.0, gae_scan: str = "sequential",
+                 normalize_obs: bool = False, noise_correlation: float = 0.0, env_groups: int | str = 1):
         correlated = check_correlation(noise_correlation, policy.discrete)
-        self._settings = dict(num_steps=num_steps, gamma=gamma, gae_lambda=gae_lambda, gae_scan=gae_scan,
-                              normalize_obs=normalize_obs, noise_correlation=noise_correlation, env_groups=env_groups)
+        self._settings = dict(num_steps=num_steps, gamma=gamma, gae_lambda=gae_lambda, reward_scale=reward_scale,
+                              gae_scan=gae_scan, normalize_obs=normalize_obs, noise_correlation=noise_correlation,
+                              env_groups=env_groups)
         self.spec, self.policy = spec, policy
         self.num_envs, self.num_steps, self.normalize_obs = num_envs, num_steps, normalize_obs
         # an actor's envs step as this many vector envs (`HostActor`); 'auto': two where that pays
@@ -146,7 +147,7 @@ class HostRollout:
             rec = {**rec, "log_prob": log_prob, "value": value}
             # host envs' time limits are their own: every step's next_obs is valued
             trajectory = finish(policy, params, rec, carry_after, initial_carry, gamma=gamma, gae_lambda=gae_lambda,
-                                gae_scan=gae_scan, max_truncations=num_steps)
+                                gae_scan=gae_scan, max_truncations=num_steps, reward_scale=reward_scale)
             return jax.tree.map(lambda x: x[None], trajectory)  # the learner's seed axis
 
         self.init = init
@@ -260,7 +261,7 @@ class HostActor:
         self.core = core  # where `collect` runs, with the envs' threads it starts (`actor_core`)
         self._device, self._out = device, out_sharding
         # whether a trajectory crosses to the learner's device (a put to the device it is on still
-        # walks its leaves: 0.16 ms a fragment on the CPU)
+        # walks its leaves: docs/benchmarks.md, "Figures behind the code's comments")
         self._moves = out_sharding.device_set != {device}
         # the state this actor returned last and its seed-less parts (carry, key, reset, stats, noise)
         # on its device: the next fragment starts from them, without taking the seed axis off again

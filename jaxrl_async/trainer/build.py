@@ -31,6 +31,7 @@ from jaxrl_async.config import SpeedSettings, TrainConfig, host_env_kind, parse_
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.host.gymnasium import make_host_env
 from jaxrl_async.envs.spaces import observation_shapes
+from jaxrl_async.envs.wrappers import SquashAction
 from jaxrl_async.nets.actor_critic import Policy, with_matmul_precision
 from jaxrl_async.rollout.collector import Collector, seed_keys
 from jaxrl_async.rollout.device import make_rollout
@@ -137,13 +138,15 @@ def _build(cfg: TrainConfig, backend: str) -> Components:
         obs_space, action_space = env.observation_space, env.action_space
     else:
         env, env_params = make_env(cfg.env, **parse_env_kwargs(cfg.env_kwargs))
+        if cfg.network.action_dist == "tanh_gaussian":  # the policy's actions are unsquashed (`SquashAction`)
+            env = SquashAction(env)
         obs_space, action_space = env.observation_space(env_params), env.action_space(env_params)
     learner = algorithms.learner(cfg.algo)
     policy, nets = learner.networks(cfg, observation_shapes(obs_space), action_space)
     policy = with_matmul_precision(policy, cfg.matmul_precision)
     shared = dict(num_envs=cfg.num_envs, num_steps=cfg.num_steps, gamma=cfg.learner.gamma,
-                  gae_lambda=cfg.learner.gae_lambda, normalize_obs=cfg.normalize_obs, gae_scan=speed.gae_scan,
-                  noise_correlation=cfg.action_noise_correlation)
+                  gae_lambda=cfg.learner.gae_lambda, reward_scale=cfg.learner.reward_scale,
+                  normalize_obs=cfg.normalize_obs, gae_scan=speed.gae_scan, noise_correlation=cfg.action_noise_correlation)
     if env_params is None:
         rollout = HostRollout(env, policy, env_groups=cfg.env_groups, **shared)
     else:
