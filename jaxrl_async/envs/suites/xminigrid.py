@@ -10,7 +10,7 @@ a LAST step with discount 0 is the goal reached (terminated), a LAST step with d
 time limit (`step_num == max_steps`: truncated); a step that is both has discount 0.
 
 The observation is the agent's view, `[view_size, view_size, 2]` uint8 of (tile, colour) ids,
-an image for the network's encoders (the CNN under `--network.torso auto`).
+an image for the network's encoders (the CNN under `--torso auto`).
 
 The XLand-MiniGrid-R* ids are meta-RL worlds whose task (goal and rules) is a ruleset from a
 benchmark; without one xminigrid gives them an empty goal that never ends an episode. So they
