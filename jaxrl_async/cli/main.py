@@ -271,6 +271,12 @@ def eval_command(args: list[str], cpu_runtime: bool = False) -> int:
     prog = "jaxrl-async eval"
     # the run directory, EvalCommand's one required field, is the positional argument
     command = parse(EvalCommand, args, prog, markers=(tyro.conf.PositionalRequiredArgs,))
+    from jaxrl_async.trainer.run_dir import load_config
+
+    try:
+        load_config(command.run_dir)  # a directory that is no run is told before JAX starts
+    except ValueError as error:
+        return _fail(prog, error, command.debug)
     _start_jax(cpu_runtime)  # JAX starts only once the flags are valid
     from jaxrl_async.trainer.evaluate_run import evaluate_run
     from jaxrl_async.trainer.runtime import configure_compilation_cache
