@@ -248,6 +248,36 @@ def test_docstrings_and_comments_name_what_exists(module_name):
     assert not stale, f"{_source_file(module_name)} names what does not exist: {stale}"
 
 
+# A measured figure: a throughput, a duration, a ratio of speeds (STYLE.md 18: docstrings say what and
+# why, not one machine's timings; the figures live in docs/)
+TIMING = re.compile(r"\d[\d,.]*\s?[kM]?\s?steps/s|\b\d+(\.\d+)?\s?(ms|us|µs)\b|\b\d+(\.\d+)?\s(s|seconds|minutes)\b"
+                    r"|\b\d+(\.\d+)?x\b")
+# Figures that are no measurement of ours: the order of a GPU kernel's time (DESIGN.md says it too), a target
+NOT_TIMINGS = re.compile(r"~1 us kernels|asks for \d+x")
+
+
+def timings(source: str) -> list[str]:
+    """'line: text' for each docstring or comment line of a module's source with a measured figure."""
+    return [f"{line + i}: {text_line.strip()}" for line, text in texts(source)
+            for i, text_line in enumerate(text.splitlines())
+            if TIMING.search(NOT_TIMINGS.sub("", text_line))]
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_docstrings_and_comments_carry_no_timings(module_name):
+    with open(_source_file(module_name), encoding="utf-8") as f:
+        found = timings(f.read())
+    assert not found, (f"{_source_file(module_name)} quotes a machine's timings (move the figure to docs/ and "
+                       f"point there): {found}")
+
+
+def test_a_timing_is_caught():
+    planted = ('"""Steps at 9.5k against 110k steps/s; compiles in 33 s; a put costs 0.16 ms."""\n'
+               "# ran at 0.49x the env; 64x64 networks, 4x128 configs, 0s and 1s, thousands of ~1 us kernels\n")
+    assert [entry.split(": ")[0] for entry in timings(planted)] == ["1", "2"]
+    assert timings("# 64x64 networks, 4x128 configs, its 0s and 1s, thousands of ~1 us kernels\n") == []
+
+
 def test_a_stale_name_is_caught():
     planted = ('"""Built by `components.run_iterations`, run by `training.async_train`; see `envs/nowhere.py`."""\n'
                "# the collector (`device.DeviceCollector`) and `rollout.collector.make_collector`\n"
