@@ -27,8 +27,8 @@ import tyro
 ESSENTIAL = ("env", "algo", "preset", "total_timesteps", "num_envs", "num_steps", "seed", "num_seeds", "mode",
              "learning_rate", "run_dir", "resume", "debug")
 
-# The run's own settings by subject: (title, description, field names); a config section (a nested
-# dataclass) is a group of its own, after these
+# The run's own settings by subject: (title, description, field names); each config section (a nested
+# dataclass) is a group of its own, after these but the last
 GROUPS = (
     ("environment", "What the agent acts on, and how its observations and actions are shaped.",
      ("env_kwargs", "normalize_obs", "action_noise_correlation")),
@@ -43,7 +43,7 @@ GROUPS = (
     ("several processes", "One run over several processes (jax.distributed); docs/distributed.md.",
      ("coordinator", "num_processes", "process_id", "coordinator_timeout")),
 )
-OTHER = ("other settings", "")
+OTHER = ("other settings", "Settings no group above names.")
 
 
 def _joined(docstring: str) -> str:
@@ -100,39 +100,37 @@ def _flags_of(instance: Any) -> tuple[list[_Flag], list[tuple[str, str, list[_Fl
     return flags, sections
 
 
-def _group_class(title: str, description: str, flags: list[_Flag]) -> type:
-    cls = dataclasses.make_dataclass(
-        title.title().replace(" ", ""),
-        [(flag.name, Annotated[flag.kind, tyro.conf.arg(help=flag.help)], dataclasses.field(default=flag.default))
-         for flag in flags], frozen=True)
+def _member(name: str, flag: _Flag) -> tuple:
+    """`flag` as a field of a help dataclass: its type, its help text, its default."""
+    return name, Annotated[flag.kind, tyro.conf.arg(help=flag.help)], dataclasses.field(default=flag.default)
+
+
+def _group(title: str, description: str, flags: list[_Flag]) -> tuple:
+    """A group of flags as a field of the help dataclass: tyro shows a nested dataclass as a group
+    titled by the field (its flags keep their flat names: `tyro.conf.OmitArgPrefixes`)."""
+    cls = dataclasses.make_dataclass(title.title().replace(" ", ""), [_member(flag.name, flag) for flag in flags],
+                                     frozen=True)
     cls.__doc__ = description
-    return cls
+    return title.replace(" ", "_"), Annotated[cls, tyro.conf.arg(name=title)], dataclasses.field(default=cls())
 
 
 def help_class(command: Any, shown: dict[str, Any] | None = None) -> type:
     """A dataclass with every flag of the dataclass `command` (a TrainCommand) and no other, grouped
     as the module docstring says, each at its value in `command` or, where named, in `shown`."""
     top, sections = _flags_of(command)
-    by_name = {flag.name: flag for flag in top}
-    for _, _, flags in sections:
-        by_name.update({flag.name: flag for flag in flags})
+    by_name = {flag.name: flag for flag in [*top, *(flag for _, _, flags in sections for flag in flags)]}
     by_name.update({name: dataclasses.replace(by_name[name], default=value)
                     for name, value in (shown or {}).items() if name in by_name})
     placed = {*ESSENTIAL, *(name for _, _, names in GROUPS for name in names)}
-    fields = [(name, by_name[name].kind, by_name[name]) for name in ESSENTIAL if name in by_name]
     groups = [(title, description, [by_name[name] for name in names if name in by_name])
-              for title, description, names in GROUPS]
-    groups[-1:-1] = [(name, description, [flag for flag in flags if flag.name not in placed])
-                     for name, description, flags in sections]
-    other = [flag for flag in top if flag.name not in placed]
-    groups.insert(-1, (*OTHER, other))
-    members = [(name, Annotated[flag.kind, tyro.conf.arg(help=flag.help)], dataclasses.field(default=flag.default))
-               for name, _, flag in fields]
-    for title, description, flags in groups:
-        if flags:
-            group = _group_class(title, description, flags)
-            members.append((title.replace(" ", "_"), Annotated[group, tyro.conf.arg(name=title)],
-                            dataclasses.field(default=group())))
+              for title, description, names in GROUPS[:-1]]
+    groups += [(name, description, [flag for flag in flags if flag.name not in placed])
+               for name, description, flags in sections]
+    groups.append((*OTHER, [flag for flag in top if flag.name not in placed]))
+    groups += [(title, description, [by_name[name] for name in names if name in by_name])
+               for title, description, names in GROUPS[-1:]]
+    members = [_member(name, by_name[name]) for name in ESSENTIAL if name in by_name]
+    members += [_group(title, description, flags) for title, description, flags in groups if flags]
     cls = dataclasses.make_dataclass("TrainHelp", members, frozen=True)
     cls.__doc__ = _joined(type(command).__doc__ or "") + (
         "\n\nThe flags most runs need come first, the rest by subject; the defaults shown are the values the run "
