@@ -1,4 +1,4 @@
-"""Presets (jaxrl_async/presets.py) and the static env-id list they are shown with."""
+"""Presets (jaxrl_async/trainer/presets.py) and the static env-id list they are shown with."""
 
 import dataclasses
 import json
@@ -10,7 +10,14 @@ from jaxrl_async.cli.main import main, parse_train
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.envs.ids import BUILTIN_ENV_IDS
 from jaxrl_async.envs import builtin_env_ids, make_env
-from jaxrl_async.envs.suites import split_suite_id
+from jaxrl_async.envs.suites import split_suite_id, suite_env_ids
+
+# Playground's locomotion envs load robot models from MuJoCo Menagerie, which may not be on disk
+MENAGERIE_ENVS = {"playground:Go1JoystickFlatTerrain"}
+try:
+    from mujoco_playground._src.mjx_env import MENAGERIE_PATH
+except ImportError:  # no playground installed: its presets' envs are not made here
+    MENAGERIE_PATH = None
 
 
 def test_the_static_env_ids_are_the_registrys():
@@ -36,7 +43,38 @@ def test_each_preset_is_a_valid_config_for_its_env(name):
     assert cfg.env == env and cfg.preset == name and cfg.algo == preset.algo and cfg.total_timesteps == preset.budget
     assert cfg.num_updates >= 1
     assert preset.source  # every setting and figure says where it comes from
-    make_env(env)  # the id is one make_env accepts
+    suite = split_suite_id(env)
+    if suite is None:
+        make_env(env)  # the id is one make_env accepts
+    else:  # a suite's id is in its own registry (making the env, seconds each, is its suite's tests' job)
+        assert env in suite_env_ids(suite[0].name), f"{env} is not in the {suite[0].name} suite's registry"
+
+
+@pytest.mark.skipif(MENAGERIE_PATH is None or MENAGERIE_PATH.exists(), reason="needs playground, and no Menagerie")
+def test_a_locomotion_env_without_its_robot_model_is_refused_before_any_download():
+    with pytest.raises(ValueError, match="loads its robot from MuJoCo Menagerie, which is not at .*commit"):
+        make_env(sorted(MENAGERIE_ENVS)[0])
+    assert not MENAGERIE_PATH.exists()  # nothing was cloned
+
+
+def test_an_env_without_a_preset_is_told_the_closest():
+    note = presets.missing_preset_note("brax:reacher")
+    assert note.startswith("note: brax:reacher has no preset for ppo: training with the plain defaults")
+    assert note.endswith("the closest preset is brax:hopper (--preset brax:hopper applies it)")
+    assert "closest preset is playground:CartpoleBalance" in presets.missing_preset_note("playground:CartpoleSwingup")
+    assert presets.missing_preset_note("brax:ant") is None and presets.missing_preset_note("Pendulum-v1", "dqn") is None
+
+
+def test_the_flagship_presets_take_the_published_settings():
+    ant = presets.config_for("brax:ant")
+    assert ant.env_kwargs == ("backend=positional",) and ant.num_envs * ant.num_steps == 2048 * 32 * 5
+    assert ant.network.action_dist == "tanh_gaussian" and ant.network.policy_sizes == (32,) * 4
+    assert ant.network.value_sizes == (256,) * 5 and ant.learner.reward_scale == 10.0
+    cheetah = presets.config_for("playground:CheetahRun")
+    assert cheetah.batch_size == 1024 * 32 * 30 and cheetah.learner.update_epochs == 16
+    assert presets.config_for("playground:FingerSpin").learner.gamma == 0.95
+    hopper = presets.config_for("brax:hopper")
+    assert hopper.algo == "sac" and hopper.replay.replay_ratio == 64 and hopper.sac.target_entropy == -1.5
 
 
 def test_a_preset_sets_exactly_its_settings():

@@ -19,6 +19,7 @@ This module imports no JAX: the CLI reads it before anything is asked of JAX.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Any
 
 from jaxrl_async.config import TrainConfig
@@ -81,8 +82,9 @@ _PROBE_ANY = "the env's only return, whatever the policy (envs/probes.py)"
 
 # SAC's settings: the usual ones (Haarnoja et al. 2018; SB3, CleanRL: Adam 3e-4, batch 256,
 # tau 0.005, gamma 0.99, one gradient step per env step, uniform random actions for the
-# first steps) with 64x64 ReLU networks instead of 256x256 (about 9x cheaper per gradient
-# step on the CPU), on one env stepped once per iteration; made on Pendulum-v1.
+# first steps) with 64x64 ReLU networks instead of 256x256 (many times cheaper per gradient
+# step: docs/benchmarks.md, "Figures behind the code's comments"), on one env stepped once per
+# iteration; made on Pendulum-v1.
 _SAC = dict(
     algo="sac", total_timesteps=50_000, num_envs=1, num_steps=1,
     network=dict(hidden_sizes=(64, 64), activation="relu"),
@@ -127,10 +129,82 @@ _PQN = dict(
 
 # The grid worlds (Navix, XLand-MiniGrid; Jumanji's Snake): the package's PPO with a 1e-3 step size
 # on 16 envs x 64 steps, and the MLP on the flattened grid, not the CNN that 'auto' picks for it:
-# both solved XLand-MiniGrid's Empty-8x8 at 200k steps (3 seeds each), the CNN ~40x slower on the
-# CPU (1,066 against ~45,000 steps/s). The step size: Navix-Empty-5x5's greedy policy was stuck on
+# both solved XLand-MiniGrid's Empty-8x8 at 200k steps (3 seeds each), the CNN many times slower on
+# the CPU (docs/suites.md, xminigrid). The step size: Navix-Empty-5x5's greedy policy was stuck on
 # every seed of 3 at 2.5e-4 and 100k steps (its sampling policy solving it), optimal at 1e-3.
 _GRID = dict(num_envs=16, num_steps=64, network=dict(torso="mlp"), learner=dict(learning_rate=1e-3))
+# The suites' flagship tasks at their own published settings and budgets, made for an accelerator (a
+# CPU takes days at these budgets: pass --total-timesteps and --num-envs to try them smaller). Brax's
+# and Playground's PPO is Brax's trainer: a tanh-squashed Gaussian with a state-dependent std, policy
+# and value MLPs of their own widths (swish), rewards scaled, observations normalised, no gradient
+# clipping, a constant learning rate, the value loss unclipped and clip 0.3. A Brax update is
+# batch_size x num_minibatches x unroll_length env steps; ours takes as many, num_envs x num_steps,
+# with GAE over each env's num_steps (Brax's over each unroll). No figure is measured here yet at
+# these budgets: expected_return is None (docs/suites.md, "Flagship tasks").
+_BRAX_PPO = dict(normalize_obs=True,
+                 network=dict(policy_hidden_sizes=(32,) * 4, value_hidden_sizes=(256,) * 5, activation="swish",
+                              action_dist="tanh_gaussian"),
+                 learner=dict(update_epochs=4, num_minibatches=32, learning_rate=3e-4, anneal_lr=False, gamma=0.97,
+                              gae_lambda=0.95, clip_eps=0.3, clip_value_loss=False, ent_coef=1e-2, max_grad_norm=1e9))
+# Brax's SAC (its notebook trains hopper and walker2d with SAC, not PPO): 128 envs, 256x256 ReLU networks,
+# Adam 6e-4, discount 0.997, a replay of 2^20 from 8192 transitions, the temperature learned towards
+# -|A|/2. Its observation normalisation is left out: our replay learners store raw observations.
+_BRAX_SAC = dict(algo="sac", num_envs=128, num_steps=1,
+                 network=dict(hidden_sizes=(256, 256), activation="relu"),
+                 learner=dict(learning_rate=6e-4, anneal_lr=False, gamma=0.997, max_grad_norm=1e9),
+                 replay=dict(replay_capacity=1_048_576, learning_starts=8192, n_step=1),
+                 sac=dict(tau=0.005, init_temperature=1.0, learn_temperature=True))
+_BRAX_SOURCE = ("Brax's published {algo} settings for {env} (its training notebook, notebooks/training.ipynb), the "
+                "positional pipeline as its notebook trains; not yet measured here at this budget")
+
+
+def _with(base: dict, **changes) -> dict:
+    """`base` with `changes` over it, a section's dict merged field by field."""
+    return {**base, **{name: {**base[name], **value} if isinstance(value, dict) and name in base else value
+                       for name, value in changes.items()}}
+
+
+def _brax(env: str, algo: str, settings: dict) -> Preset:
+    return _preset(f"brax:{env}", dict(settings, env_kwargs=("backend=positional",)), None,
+                   _BRAX_SOURCE.format(algo=algo, env=env))
+
+
+# Playground's DM Control Suite PPO (mujoco_playground/config/dm_control_suite_params.py, brax_ppo_config):
+# 2048 envs, unroll 30 x batch 1024 x 32 minibatches = 983,040 env steps an update (480 an env), 16
+# epochs, discount 0.995, Adam 1e-3, entropy 1e-2, reward x10, 60M steps; Brax's default networks
+_PLAYGROUND_DM = _with(_BRAX_PPO, total_timesteps=60_000_000, num_envs=2048, num_steps=480,
+                       learner=dict(update_epochs=16, learning_rate=1e-3, gamma=0.995, reward_scale=10.0))
+_PLAYGROUND_SOURCE = ("Playground's DM Control Suite PPO settings (mujoco_playground/config/dm_control_suite_params.py, "
+                      "brax_ppo_config{change}); not yet measured here at this budget")
+_FLAGSHIP_PRESETS = (
+    _brax("ant", "PPO", _with(_BRAX_PPO, total_timesteps=50_000_000, num_envs=4096, num_steps=80,
+                              learner=dict(reward_scale=10.0))),
+    _brax("humanoid", "PPO", _with(_BRAX_PPO, total_timesteps=50_000_000, num_envs=2048, num_steps=160,
+                                   learner=dict(update_epochs=8, ent_coef=1e-3, reward_scale=0.1))),
+    _brax("halfcheetah", "PPO", _with(_BRAX_PPO, total_timesteps=50_000_000, num_envs=2048, num_steps=160,
+                                      learner=dict(update_epochs=8, gamma=0.95, ent_coef=1e-3))),
+    _brax("hopper", "SAC", _with(_BRAX_SAC, total_timesteps=6_553_600, learner=dict(reward_scale=30.0),
+                                 replay=dict(replay_ratio=64, replay_batch_size=512), sac=dict(target_entropy=-1.5))),
+    _brax("walker2d", "SAC", _with(_BRAX_SAC, total_timesteps=7_864_320, learner=dict(reward_scale=5.0),
+                                   replay=dict(replay_ratio=32, replay_batch_size=128), sac=dict(target_entropy=-3.0))),
+    *(_preset(f"playground:{env}", settings, None, _PLAYGROUND_SOURCE.format(change=change))
+      for env, settings, change in (
+          ("CheetahRun", _PLAYGROUND_DM, ""),
+          ("WalkerWalk", _PLAYGROUND_DM, ""),
+          ("FingerSpin", _with(_PLAYGROUND_DM, learner=dict(gamma=0.95)), ": discount 0.95 for FingerSpin"))),
+    # Playground's locomotion PPO for Go1 (mujoco_playground/config/locomotion_params.py): 8192 envs, unroll 20 x
+    # batch 256 x 32 minibatches (20 steps an env an update), 4 epochs, discount 0.97, Adam 3e-4, entropy 1e-2,
+    # gradients clipped at 1, 200M steps, 512-256-128 policy and value networks. Playground feeds the policy
+    # the `state` observation and the critic the `privileged_state`; ours feeds both towers both (one encoder
+    # per leaf). Its robot comes from MuJoCo Menagerie, which Playground clones on first use (docs/suites.md).
+    _preset("playground:Go1JoystickFlatTerrain",
+            _with(_BRAX_PPO, total_timesteps=200_000_000, num_envs=8192, num_steps=20,
+                  network=dict(policy_hidden_sizes=(512, 256, 128), value_hidden_sizes=(512, 256, 128)),
+                  learner=dict(max_grad_norm=1.0)),
+            None, "Playground's locomotion PPO settings for Go1 (mujoco_playground/config/locomotion_params.py, "
+                  "brax_ppo_config), both observations to both towers; not yet measured here at this budget"),
+)
+
 _GRID_PRESETS = (
     _preset("navix:Navix-Empty-8x8-v0", dict(_GRID, total_timesteps=200_000), 1.0,
             "the grid settings; measured: 1.0 on every seed of 5 (the goal reached; navix pays 1 however late), "
@@ -248,6 +322,7 @@ _ALL = (
             4.1, "Craftax's PPO baseline at a CPU's scale; measured: 3.98, 4.48, 3.85 greedy over 3 seeds at 1.05M "
                  "steps (sampling: 6.10, 5.85, 5.63), where a uniformly random policy scores 1.45 (python -m "
                  "experiments.presets --envs craftax:Craftax-Classic-Symbolic-v1 --num-seeds 3)"),
+    *_FLAGSHIP_PRESETS,
     # -- JAX suites: grid worlds (docs/suites.md) ------------------------------------------------------
     *_GRID_PRESETS,
     # -- probes ---------------------------------------------------------------------------------------
@@ -381,6 +456,22 @@ def resolve(preset: str, env: str, algo: str | None = None) -> Preset | None:
         raise ValueError(f"preset={preset!r} is unknown: choose {AUTO!r} (the env's own, or the learner's), "
                          f"{NONE!r} (the plain defaults) or one of {', '.join(sorted(named))}")
     return named[preset]
+
+
+def missing_preset_note(env: str, algo: str | None = None) -> str | None:
+    """One line for a user whose `env` has no preset under `--preset auto` (None where it has
+    one): it trains with the plain defaults, and the closest preset by name (the same suite's
+    first) is named with the flag that applies it."""
+    if resolve(AUTO, env, algo) is not None:
+        return None
+    suite = env.split(":", 1)[0] + ":" if ":" in env else ""
+    names = sorted(PRESETS)
+    same_suite = [name for name in names if suite and name.startswith(suite)]
+    close = difflib.get_close_matches(env, same_suite or names, n=1, cutoff=0.0)
+    hint = f"; the closest preset is {close[0]} (--preset {close[0]} applies it)" if close else ""
+    return (f"note: {env} has no preset for {algo or 'ppo'}: training with the plain defaults (made for "
+            f"CartPole-v1: {TrainConfig.num_envs} envs x {TrainConfig.num_steps} steps, a "
+            f"{'x'.join(map(str, TrainConfig().network.hidden_sizes))} MLP){hint}")
 
 
 def config_for(env: str, preset: str = AUTO, base: TrainConfig | None = None, algo: str | None = None) -> TrainConfig:

@@ -5,20 +5,20 @@
 - `episode_length`: the time limit in env steps (default: the env config's own, 1000 for the
   DM Control Suite), a truncation bootstrapped from the final observation;
 - `impl`: MJX's implementation, `jax` or `warp`, or `auto` (the default): `jax` on the CPU,
-  where Playground's default `warp` kernels compile for the CPU but step about 10x slower
-  (CartpoleBalance, 64 envs: 9.5k against 110k steps/s), the env config's own elsewhere;
+  where Playground's default `warp` kernels compile for the CPU but step many times slower
+  (docs/suites.md, playground), the env config's own elsewhere;
 - `auto_reset`: `full` (the default: a fresh reset for every episode, run only for the envs whose
   episode ended, `autoreset.reset_where`) or `cached` (each env restarts from the state its first
   reset drew, as Playground's `wrap_for_brax_training` does); a Playground reset (`mjx.forward` on
-  fresh data) costs more than its step, which `full` paid at every step before `reset_where`:
-  CartpoleBalance's rollout (256 envs) ran at 0.49x the env under Playground's own wrappers then,
-  0.82x now, and 0.78x with `cached`;
+  fresh data) costs more than its step, which `full` paid at every step before `reset_where`
+  (the rollout's speed against the env's, each way: docs/suites.md, playground);
 - any other keyword overrides a top-level field of the env's config (`registry.get_default_config`).
 
 Actions are a Box in [-1, 1]; `state.done` is termination (`brax_api.BraxApiEnv`). The
 locomotion envs' observations are dicts ({"state", "privileged_state"}): mapped as pytrees, so
 the policy sees both (Playground's own PPO gives the privileged part to the critic alone). They
-load robot models from MuJoCo Menagerie, which Playground clones from GitHub at the first use.
+load robot models from MuJoCo Menagerie, which Playground would clone from GitHub at the first use:
+the adapter refuses such an env while the Menagerie is not on disk, naming where it goes.
 The manipulation envs are not listed: outside the issue's scope, and untested here.
 """
 
@@ -37,6 +37,18 @@ IMPLS = ("auto", "jax", "warp")
 def env_ids() -> list[str]:
     """Playground's DM Control Suite and locomotion ids, from its own registries."""
     return sorted({*dm_control_suite.ALL_ENVS, *locomotion.ALL_ENVS})
+
+
+def _check_menagerie(env_id: str) -> None:
+    """Refuse a locomotion env whose robot model is not on disk: Playground would clone MuJoCo
+    Menagerie from GitHub at run time, and nothing may download while a run starts."""
+    from mujoco_playground._src import mjx_env  # where Playground keeps the Menagerie's path and commit
+
+    if env_id in locomotion.ALL_ENVS and not mjx_env.MENAGERIE_PATH.exists():
+        raise ValueError(f"playground:{env_id} loads its robot from MuJoCo Menagerie, which is not at "
+                         f"{mjx_env.MENAGERIE_PATH}: Playground would clone it from GitHub now, and a run downloads "
+                         "nothing; clone google-deepmind/mujoco_menagerie there (commit "
+                         f"{mjx_env.MENAGERIE_COMMIT_SHA}) once, then run again")
 
 
 def make(env_id: str, episode_length: int | None = None, impl: str = "auto", auto_reset: str = "full",
@@ -60,6 +72,7 @@ def make(env_id: str, episode_length: int | None = None, impl: str = "auto", aut
     if int(config_overrides.get("action_repeat", config.get("action_repeat", 1))) != 1:
         raise ValueError(f"playground:{env_id} with action_repeat != 1 is not supported: this adapter steps the env "
                          "once per action (set action_repeat=1)")
+    _check_menagerie(env_id)
     env = registry.load(env_id, config_overrides=config_overrides)
     # the env may set its own length (the vision configs do), so read it back from the env's config
     return BraxApiEnv(env, f"playground:{env_id}", env._config.episode_length, auto_reset)
