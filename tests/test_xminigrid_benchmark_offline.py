@@ -24,3 +24,4 @@ def test_a_named_benchmark_not_on_disk_names_the_file_and_the_variable(monkeypat
     message = str(excinfo.value)
     assert str(tmp_path / "trivial_21k") in message and "$XLAND_MINIGRID_DATA" in message, message
     assert "Name or service not known" in message and "benchmark=PATH" in message, message
+    assert "huggingface.co/datasets/" in message, message  # where to fetch it by hand

@@ -89,13 +89,15 @@ def _named_benchmark(name: str) -> Any:
     """xminigrid's benchmark `name`, from its data directory ($XLAND_MINIGRID_DATA, read when xminigrid
     is imported), which xminigrid downloads it into when it is not there; offline, an error that
     names the file and the variable instead of the bare URLError."""
-    path = os.path.join(xminigrid_benchmarks.DATA_PATH, xminigrid_benchmarks.NAME2HFFILENAME[name])
+    filename = xminigrid_benchmarks.NAME2HFFILENAME[name]
+    path = os.path.join(xminigrid_benchmarks.DATA_PATH, filename)
     try:
         return xminigrid.load_benchmark(name)
     except OSError as error:  # urllib's URLError is one: no network
+        url = f"https://huggingface.co/datasets/{xminigrid_benchmarks.HF_REPO_ID}/resolve/main/{filename}"
         raise ValueError(
             f"benchmark={name!r} is not on disk ({path}) and xminigrid could not download it ({error}): put "
-            f"the file there, set $XLAND_MINIGRID_DATA to the directory that holds {os.path.basename(path)} "
+            f"the file there ({url}), set $XLAND_MINIGRID_DATA to the directory that holds {filename} "
             f"(xminigrid's data directory, default ~/.xland_minigrid), or give the benchmark file's path "
             "as --env-kwargs benchmark=PATH") from error
 
