@@ -65,6 +65,17 @@ def test_an_env_without_a_preset_is_told_the_closest():
     assert presets.missing_preset_note("brax:ant") is None and presets.missing_preset_note("Pendulum-v1", "dqn") is None
 
 
+@pytest.mark.parametrize("flags, says", [
+    (["--env", "brax:reacher"], True), (["--env", "brax:reacher", "--preset", "none"], False),
+    (["--env", "brax:ant"], False), (["--env", "CartPole-v1", "--algo", "dqn"], False),
+])
+def test_train_says_in_one_line_when_an_env_has_no_preset(flags, says):
+    from jaxrl_async.cli.main import _given_train_flags, _missing_preset_note
+
+    note = _missing_preset_note(_given_train_flags(flags)[0])
+    assert (note == presets.missing_preset_note("brax:reacher")) if says else note is None
+
+
 def test_the_flagship_presets_take_the_published_settings():
     ant = presets.config_for("brax:ant")
     assert ant.env_kwargs == ("backend=positional",) and ant.num_envs * ant.num_steps == 2048 * 32 * 5

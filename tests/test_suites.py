@@ -2,6 +2,7 @@
 `--env-kwargs`, and `SuiteEnv`'s protocol (time limit, termination over truncation, auto-reset,
 final observation) on a hand-written env whose every step is known."""
 
+import importlib.util
 import sys
 import types
 
@@ -226,6 +227,17 @@ def test_envs_suite_lists_or_names_what_is_wrong(capsys):
     assert "pins jax<=0.9.0" in capsys.readouterr().err
     assert main(["envs"]) == 0
     assert "JAX suites, as --env SUITE:ID" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("brax") is None, reason="needs brax: pip install -e '.[brax]'")
+def test_envs_suite_shows_each_preset_with_its_backend(capsys):
+    from jaxrl_async.cli.main import main
+
+    assert main(["envs", "--suite", "brax"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert rows["brax:ant"].split(None, 1)[1] == "preset ppo, 50,000,000 steps, backend=positional"
+    assert rows["brax:hopper"].endswith("preset sac, 6,553,600 steps, backend=positional")
+    assert rows["brax:reacher"] == "brax:reacher"  # no preset
 
 
 def test_the_env_kwargs_flag_reaches_the_config():

@@ -155,6 +155,15 @@ def _default_command(given: dict) -> TrainCommand:
     return TrainCommand(config=presets.config_for(env, preset or presets.AUTO, base=base, algo=flags.get("algo")))
 
 
+def _missing_preset_note(given: dict) -> str | None:
+    """The line that says a new run's env has no preset (`presets.missing_preset_note`), where the
+    preset was left to `auto`; None for a resumed run, a preset asked for, or an env that has one."""
+    flags = given.get("config", {})
+    if given.get("resume") is not None or flags.get("preset") is not None:
+        return None
+    return presets.missing_preset_note(flags.get("env", TrainConfig.env), flags.get("algo"))
+
+
 class _Refused(Exception):
     """A value given that a config's checks refuse: the message names the config, as tyro does."""
 
@@ -241,6 +250,9 @@ def train_command(args: list[str], cpu_runtime: bool = False) -> int:
     except ValueError as error:
         return _fail(TRAIN, error, given.get("debug", False))
     config = command.config
+    note = _missing_preset_note(given)
+    if note:
+        print(note, file=sys.stderr, flush=True)
     _start_jax(cpu_runtime)  # JAX starts only once the flags are valid
     from jaxrl_async.trainer.distributed import initialize
 
@@ -341,8 +353,13 @@ def _suite_envs(args: list[str]) -> int:
     except ValueError as error:
         print(f"jaxrl-async envs: error: {error}", file=sys.stderr)
         return 2
+    # an id with a preset shows it: its learner, budget and env_kwargs (a Brax preset's backend)
+    width = max(map(len, ids), default=0) + 2
     for env_id in ids:
-        print(env_id)
+        found = presets.presets_of(env_id)
+        shown = [f"preset {p.algo}, {p.budget:,} steps" + "".join(f", {kw}" for kw in p.settings.get("env_kwargs", ()))
+                 for p in found]
+        print(f"{env_id:<{width}}{'; '.join(shown)}".rstrip())
     return 0
 
 
