@@ -4,12 +4,14 @@ element, with only the done envs' resets run under `vmap`.
 The reference is that select written out: `where(done, reset(key), stepped)` on every leaf. The
 resets that run are counted with a host callback inside the reset: it fires once per loop trip."""
 
+import threading
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_async.envs.suites.autoreset import reset_where
+from jaxrl_async.envs.suites.autoreset import reset_where, without_reset
 
 CALLS = []
 
@@ -108,3 +110,23 @@ def test_a_reset_of_another_dtype_or_shape_is_named():
         reset_where(done[0], keys[0], jax.tree.map(lambda x: x[0], stepped), lambda key: (jnp.zeros(3),), 1)
     with pytest.raises(ValueError, match="chunk=-1 must be >= 0"):
         reset_where(done[0], keys[0], jax.tree.map(lambda x: x[0], stepped), counted_reset, -1)
+
+
+def test_without_reset_leaves_the_step_as_it_is_and_only_in_its_own_thread():
+    done, keys, stepped = batch((16,), seed=4)
+
+    def step():  # a new function each time: JAX caches a function's trace, whichever way it was traced
+        return jax.vmap(lambda d, k, s: reset_where(d, k, s, counted_reset, 1))
+
+    with without_reset():
+        out, calls = run(step(), done, keys, stepped)
+        # another thread traces with the reset: the evaluation is traced beside the training loop
+        beside = []
+        thread = threading.Thread(target=lambda: beside.append(str(jax.make_jaxpr(step())(done, keys, stepped))))
+        thread.start()
+        thread.join()
+    assert calls == 0 and int(done.sum()) > 0
+    assert_same(out, stepped)
+    assert "while" in beside[0]
+    # and once it is closed, the reset is back
+    assert_same(run(step(), done, keys, stepped)[0], jax.vmap(select_reference)(done, keys, stepped))

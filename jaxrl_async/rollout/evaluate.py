@@ -5,19 +5,26 @@
 
 Every collector's `evaluator(num_episodes)` returns an evaluator with one interface: called as
 `evaluate(params, obs_stats, key, greedy=True)` (`greedy` a Python bool, or a traced one that
-picks between the mode and a sample), and `evaluate.stage(fn)` gives how a program
-that calls it runs — jitted for `DeviceEvaluator`, as plain Python for the host envs'
-(`HostEvaluator`, stepping NumPy envs of its own), so the run's code asks the evaluator, never its
-kind.
+picks between the mode and a sample), or in its two parts, `evaluate.play(params, obs_stats,
+evaluate.start(key), greedy)`; and `evaluate.stage(fn)` gives how a program that calls it runs —
+jitted for `DeviceEvaluator`, as plain Python for the host envs' (`HostEvaluator`, stepping NumPy
+envs of its own), so the run's code asks the evaluator, never its kind.
 
 Each of the `num_episodes` envs runs until its first episode ends (terminated or
 truncated by the env's time limit); the return is undiscounted. The loop is a
 `lax.while_loop` that stops once every env is done, so it costs one episode of
 the longest env, and it vmaps over seeds.
+
+Only the first episode counts, so the env's auto-reset is dead code here: the step is traced
+`without_reset` (`envs/suites/autoreset.py`), and an env whose episode ended restarts from the
+state its reset gave it (a select), never stepping on from a terminal state. The program then holds
+one reset, where it held three (the initial one and the auto-reset's two): a suite's reset compiles
+about as long as its step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any, Callable
 
@@ -29,6 +36,7 @@ from flax import struct
 from jaxrl_async.envs.host.cores import actor_core, on_core
 from jaxrl_async.envs.host.vec import HostVecEnv
 from jaxrl_async.envs.normalize import RunningMeanStd
+from jaxrl_async.envs.suites.autoreset import without_reset
 from jaxrl_async.nets.actor_critic import Policy, reset_carry
 from jaxrl_async.envs.spaces import as_observation
 
@@ -81,10 +89,40 @@ class _EvalLoop:
     t: jax.Array
 
 
+@struct.dataclass
+class EvalStart:
+    """The evaluation's envs at their first episode's start (`Evaluation.start`), `[N]` per env.
+
+    Attributes:
+      obs: `[N, *obs_shape]` the reset's observation, float32 (a tree for a nested space).
+      env_state: batched env state, leaves `[N, ...]`.
+      key: PRNG key for the episodes' actions and env steps.
+    """
+
+    obs: Any
+    env_state: Any
+    key: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """An evaluation in its two parts, `play(params, obs_stats, start(key), greedy)`: the envs'
+    reset, which a program that runs once per evaluation may compile without optimisations, and
+    the episodes' loop. Called, the two in one (a dataclass, not a tuple: `jax.jit` keeps a weak
+    reference to what it wraps)."""
+
+    start: Callable[[jax.Array], EvalStart]
+    play: Callable[..., EvalResult]
+
+    def __call__(self, params: Any, obs_stats: RunningMeanStd, key: jax.Array, greedy: bool = True) -> EvalResult:
+        return self.play(params, obs_stats, self.start(key), greedy=greedy)
+
+
 def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
                    normalize_obs: bool = False, max_steps: int | None = None, unroll: int = 1
-                   ) -> Callable[..., EvalResult]:
-    """Build `evaluate(params, obs_stats, key, greedy=True) -> EvalResult`.
+                   ) -> Evaluation:
+    """Build `evaluate(params, obs_stats, key, greedy=True) -> EvalResult` (an `Evaluation`:
+    `evaluate.start(key)`, then `evaluate.play(params, obs_stats, start, greedy)`).
 
     Args:
       env, env_params: the env (wrapped as by `make_env`) and its params.
@@ -103,13 +141,17 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     reset_env = jax.vmap(env.reset, in_axes=(0, None))
 
-    def evaluate(params: Any, obs_stats: RunningMeanStd, key: jax.Array, greedy: bool = True) -> EvalResult:
+    def start(key: jax.Array) -> EvalStart:
         key, reset_key = jax.random.split(key)
         obs, env_state = reset_env(jax.random.split(reset_key, num_episodes), env_params)
-        obs = as_observation(policy.obs_shape, obs)
+        return EvalStart(obs=as_observation(policy.obs_shape, obs), env_state=env_state, key=key)
+
+    def play(params: Any, obs_stats: RunningMeanStd, begun: EvalStart, greedy: bool = True) -> EvalResult:
+        first = (begun.obs, begun.env_state)  # where an env restarts once its first episode ended
         zeros = jnp.zeros((num_episodes,), jnp.float32)
-        loop = _EvalLoop(env_state=env_state, obs=obs, policy_carry=policy.initial_carry((num_episodes,)),
-                         key=key, returns=zeros, lengths=jnp.zeros((num_episodes,), jnp.int32),
+        loop = _EvalLoop(env_state=begun.env_state, obs=begun.obs,
+                         policy_carry=policy.initial_carry((num_episodes,)),
+                         key=begun.key, returns=zeros, lengths=jnp.zeros((num_episodes,), jnp.int32),
                          done=jnp.zeros((num_episodes,), bool), reset=jnp.ones((num_episodes,), bool),
                          t=jnp.zeros((), jnp.int32))
 
@@ -123,16 +165,18 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
                 obs_in = obs_stats.normalize(obs_in)
             dist, _, policy_carry = policy.step(params, obs_in, reset_carry(policy, loop.policy_carry, loop.reset))
             action = _action(dist, act_key, greedy)
-            obs, env_state, reward, terminated, truncated, _ = step_env(
-                jax.random.split(step_key, num_episodes), loop.env_state, action, env_params)
-            # envs auto-reset: only the first episode of each env counts; an unrolled trip's
-            # steps past the limit count for nothing
+            with without_reset():  # the auto-reset's work is `first`'s select below
+                obs, env_state, reward, terminated, truncated, _ = step_env(
+                    jax.random.split(step_key, num_episodes), loop.env_state, action, env_params)
+            ended = terminated | truncated
+            obs, env_state = _where_rows(ended, first, (as_observation(policy.obs_shape, obs), env_state))
+            # only the first episode of each env counts; an unrolled trip's steps past the limit
+            # count for nothing
             live = ~loop.done & (loop.t < max_steps)
-            return loop.replace(env_state=env_state, obs=as_observation(policy.obs_shape, obs), policy_carry=policy_carry, key=key,
+            return loop.replace(env_state=env_state, obs=obs, policy_carry=policy_carry, key=key,
                                 returns=loop.returns + jnp.where(live, reward.astype(jnp.float32), 0.0),
                                 lengths=loop.lengths + live.astype(jnp.int32),
-                                done=loop.done | ((terminated | truncated) & live),
-                                reset=terminated | truncated, t=loop.t + 1)
+                                done=loop.done | (ended & live), reset=ended, t=loop.t + 1)
 
         def trip(loop: _EvalLoop) -> _EvalLoop:
             for _ in range(unroll):
@@ -142,7 +186,13 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
         loop = jax.lax.while_loop(cond, trip, loop)
         return EvalResult(returns=loop.returns, lengths=loop.lengths, complete=loop.done)
 
-    return evaluate
+    return Evaluation(start, play)
+
+
+def _where_rows(rows: jax.Array, on_true: Any, on_false: Any) -> Any:
+    """`on_true`'s row where `rows` (`[N]` bool), else `on_false`'s, leaf by leaf (leaves `[N, ...]`)."""
+    return jax.tree.map(lambda a, b: jnp.where(rows.reshape(rows.shape + (1,) * (jnp.ndim(a) - 1)), a, b),
+                        on_true, on_false)
 
 
 def _action(dist, key: jax.Array, greedy) -> Any:
@@ -154,14 +204,20 @@ def _action(dist, key: jax.Array, greedy) -> Any:
 
 
 class DeviceEvaluator:
-    """`make_evaluator`'s function behind the evaluators' one interface: a JAX function, so a
-    program around it is jitted (`stage`)."""
+    """`make_evaluator`'s `Evaluation` behind the evaluators' one interface: JAX functions, so a
+    program around them is jitted (`stage`)."""
 
-    def __init__(self, evaluate: Callable[..., EvalResult]):
+    def __init__(self, evaluate: Evaluation):
         self._evaluate = evaluate
 
     def __call__(self, params: Any, obs_stats: RunningMeanStd, key: jax.Array, greedy: bool = True) -> EvalResult:
         return self._evaluate(params, obs_stats, key, greedy=greedy)
+
+    def start(self, key: jax.Array) -> EvalStart:
+        return self._evaluate.start(key)
+
+    def play(self, params: Any, obs_stats: RunningMeanStd, begun: EvalStart, greedy: bool = True) -> EvalResult:
+        return self._evaluate.play(params, obs_stats, begun, greedy=greedy)
 
     @staticmethod
     def stage(fn: Callable, **jit_kwargs) -> Callable:
@@ -192,6 +248,14 @@ class HostEvaluator:
     def __call__(self, params, obs_stats, key: jax.Array, greedy: bool = True) -> EvalResult:
         with on_core(self.core):  # its envs' threads, started at the first call, take the core too
             return self._evaluate(params, obs_stats, key, greedy)
+
+    @staticmethod
+    def start(key: jax.Array) -> jax.Array:
+        """The key: its envs are NumPy envs, reset in `play`."""
+        return key
+
+    def play(self, params, obs_stats, key: jax.Array, greedy: bool = True) -> EvalResult:
+        return self(params, obs_stats, key, greedy)
 
     def _evaluate(self, params, obs_stats, key: jax.Array, greedy: bool) -> EvalResult:
         r, n = self._r, self._n

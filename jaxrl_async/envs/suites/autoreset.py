@@ -4,8 +4,8 @@ gymnax's step (and `SuiteEnv`'s, before this) computes a reset every step and se
 the episode ended: `select(done, reset(key), stepped)`. Under `vmap` a `lax.cond` on `done`
 becomes that same select, so every env pays for a reset on every step. That is free for
 CartPole and ruinous for a suite whose reset builds a world: Craftax-Classic's reset generates a
-64x64 map, ~40x the cost of its step, and a rollout that paid it every step ran at 1% of the
-suite's own step rate.
+map, many times the cost of its step, and a rollout that paid it every step ran at a small
+fraction of the suite's own step rate (docs/benchmarks.md, "Figures behind the code's comments").
 
 `reset_where(done, key, stepped, reset_fn)` returns what that select returns, element for
 element. Unbatched it is a `lax.cond` (the reset runs only when `done`). Under `vmap` its batching
@@ -14,16 +14,41 @@ rule sees the whole batch of `done` flags and resets exactly the done envs, each
 the rest one at a time, so no reset runs on a step where no episode ended and none is computed only
 to be thrown away. A `vmap` over that (seeds over envs) folds into one batch, so the loops still run
 once per step. `chunk=0` resets the whole batch in one go where any episode ended.
+
+`without_reset()`: a step traced under it leaves the envs whose episode ended where it ended, and
+its program holds no reset. For a caller that counts each env's first episode only (the
+evaluation, `rollout/evaluate.py`) the reset is dead code, and it is dear to compile: the batched
+rule holds the suite's reset twice (the chunked trips and the single ones), and a physics engine's
+reset compiles about as long as its step (docs/benchmarks.md, "Figures behind the code's comments").
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import contextvars
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.custom_batching import custom_vmap
+
+
+# per thread (a new thread starts without it): the evaluation is traced beside the training loop
+_WITHOUT_RESET = contextvars.ContextVar("without_reset", default=False)
+
+
+@contextlib.contextmanager
+def without_reset() -> Iterator[None]:
+    """While it is open, `reset_where` returns `stepped` as it is: a step traced here holds no
+    reset (the caller takes over the envs whose episode ended). It acts where `reset_where` is
+    traced: JAX's trace cache does not know of it, so a jitted function around the step, traced
+    once, keeps the first way it was traced; the evaluation traces a step of its own."""
+    token = _WITHOUT_RESET.set(True)
+    try:
+        yield
+    finally:
+        _WITHOUT_RESET.reset(token)
 
 
 def default_chunk() -> int:
@@ -37,7 +62,8 @@ def default_chunk() -> int:
 
 def reset_where(done: jax.Array, key: jax.Array, stepped: Any, reset_fn: Callable[[jax.Array], Any],
                 chunk: int | None = None) -> Any:
-    """`reset_fn(key)` where `done`, else `stepped`; under `vmap`, only the done envs' resets run.
+    """`reset_fn(key)` where `done`, else `stepped`; under `vmap`, only the done envs' resets run;
+    inside `without_reset()`, `stepped`.
 
     Args:
       done: [] bool, the episode ended on this step.
@@ -49,6 +75,8 @@ def reset_where(done: jax.Array, key: jax.Array, stepped: Any, reset_fn: Callabl
     chunk = default_chunk() if chunk is None else int(chunk)
     if chunk < 0:
         raise ValueError(f"chunk={chunk} must be >= 0 (0: reset the whole batch in one go)")
+    if _WITHOUT_RESET.get():
+        return stepped
     reset_fn = _matching(reset_fn, stepped)
 
     @custom_vmap
