@@ -222,7 +222,7 @@ def test_summary_splits_the_host_time_into_evaluation_and_checkpoints(tiny_confi
                 "eval_checkpoint_s", "eval_checkpoint_fraction"):
         assert summary[key] > 0, key
     assert summary["eval_s"] + summary["checkpoint_s"] <= summary["eval_checkpoint_s"]
-    assert summary["eval_compile_s"] <= summary["compile_s"]
+    assert summary["eval_compile_s"] <= summary["wall_s"]  # beside the loop, not inside compile_s
     # the compile time split into tracing, lowering and XLA, for the loop and for the evaluation
     # (compiled beside it, in a thread of its own)
     for prefix in ("compile", "eval_compile"):

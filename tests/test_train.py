@@ -5,6 +5,7 @@ import functools
 import json
 import math
 import re
+import threading
 
 import chex
 import jax
@@ -18,8 +19,10 @@ from jaxrl_async.algorithms import sweep_hparams
 from jaxrl_async.rollout.collector import over_seeds, seed_keys, warm_up
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.trainer.build import build, forget_builds, init_state, initial_states, run_iterations
-from jaxrl_async.trainer.run import check_finite, evaluation_program
+from jaxrl_async.trainer.fused import train_fused
+from jaxrl_async.trainer.run import Run, check_finite, evaluation_program
 from jaxrl_async.trainer.schedule import chunk_plan
+from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.trainer.training import train
 
 NUM_UPDATES = 30  # enough that 'auto' chunks by 2, not 1
@@ -346,6 +349,58 @@ def test_one_evaluation_program_serves_greedy_and_sampling_and_agrees_with_each_
     for greedy in (True, False):
         one, alone = both(*args, greedy=greedy), apart(*args, greedy=greedy)
         chex.assert_trees_all_equal(one, alone)
-    assert both._cache_size() == 1 and apart._cache_size() == 2
+    assert both.play._cache_size() == 1 and apart.play._cache_size() == 2
+    assert both.start is apart.start and both.start._cache_size() == 1  # the reset: one program for all
     greedy_run, sampling_run = both(*args, greedy=True), both(*args, greedy=False)
     assert not np.array_equal(np.asarray(greedy_run.lengths), np.asarray(sampling_run.lengths))
+
+
+# -- what compiles, said as it happens (run.Run.compiling) -----------------------------------------
+
+COMPILE_LINE = re.compile(r"compiled (the training loop|the evaluation) in \d+\.\d s")
+
+
+def test_every_compile_is_named_with_its_seconds_on_the_console_and_in_the_metrics(runs, base_config, tiny_config,
+                                                                                    capsys):
+    """The console names each program as its compile starts and, with its seconds, as it ends; the
+    metrics lines carry the same in a field (`compiled`), not in lines of their own."""
+    lines = read_jsonl(f"{runs['base'].run_dir}/metrics.jsonl")
+    compiled = [entry for line in lines for entry in line.get("compiled", [])]
+    assert sorted(entry["program"] for entry in compiled) == ["the evaluation", "the training loop"]
+    assert all(entry["seconds"] > 0 for entry in compiled)
+    assert "the training loop" in [entry["program"] for entry in lines[0]["compiled"]]  # at the first line
+    capsys.readouterr()
+    train(dataclasses.replace(base_config, run_dir=tiny_config().run_dir), console=True)  # its programs kept: quick
+    out = capsys.readouterr().out.splitlines()
+    for program in ("the training loop", "the evaluation"):
+        start = out.index(f"compiling {program}...")
+        ends = [i for i, line in enumerate(out) if COMPILE_LINE.fullmatch(line) and program in line]
+        assert len(ends) == 1 and ends[0] > start, out
+
+
+def test_the_loop_trains_while_the_evaluation_compiles(base_config, tiny_config):
+    """The loop's first iterations need not wait for the evaluation's compile: here it cannot end
+    until the first metrics line is written, which it would wait for forever if the loop waited."""
+    cfg = dataclasses.replace(base_config, run_dir=tiny_config().run_dir)
+    c = build(cfg)
+    first_line = threading.Event()
+
+    class FirstLine:
+        def write(self, record):
+            first_line.set()
+
+        def close(self):
+            pass
+
+    program = evaluation_program(c)
+
+    def evaluation(*args, **kwargs):
+        assert first_line.wait(timeout=60), "the loop waited for the evaluation's compile"
+        return program(*args, **kwargs)
+
+    state = initial_states(c)
+    with Run.create(cfg, evaluation, Placement(cfg.devices, cfg.num_seeds, cfg.num_envs), console=False,
+                    extra_sinks=(FirstLine(),)) as run:
+        run.start_compiling_evaluation(state)
+        state, timing = train_fused(c, run, state)
+    assert timing["updates_done"] == cfg.num_updates and run.last_eval is not None

@@ -18,7 +18,7 @@ import numpy as np
 from jaxrl_async.rollout.collector import over_seeds, warm_up
 from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer.build import Components, run_iterations
-from jaxrl_async.trainer.run import Run, Window
+from jaxrl_async.trainer.run import TRAINING_LOOP, Run, Window
 from jaxrl_async.trainer.runtime import collector_paused
 from jaxrl_async.types import TrainState
 
@@ -60,8 +60,9 @@ def train_fused(c: Components, run: Run, state: TrainState) -> tuple[TrainState,
     """Train from `run.start_update` to the end of the schedule (or a stop); returns the state
     and the loop's timings (`compile_s`, `train_s`) and `updates_done`."""
     compile_start = time.perf_counter()
-    run_chunk = compile_fused(c, state, run.placement.shardings(state))
-    run.loop_compiled()  # waits for the evaluation's compile: the first call gives the state away
+    with run.compiling(TRAINING_LOOP):
+        run_chunk = compile_fused(c, state, run.placement.shardings(state))
+    run.loop_compiled()  # the evaluation compiles on, on copies: the first call gives the state away
     compile_s = time.perf_counter() - compile_start
     train_s, done = 0.0, run.start_update
     for point in run.schedule.remaining(done):

@@ -19,13 +19,14 @@ process 0 alone writes (config.json, the metrics lines, the checkpoints).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
 import signal
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +37,7 @@ from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer import metrics as metrics_lib
 from jaxrl_async.trainer import sinks as sinks_lib
 from jaxrl_async.trainer import run_dir as run_dir_lib
+from jaxrl_async.trainer.build import ONCE_RUN_CPU_OPTIONS
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.rollout.collector import over_seeds, seed_keys
 from jaxrl_async.rollout.evaluate import EvalResult
@@ -46,6 +48,7 @@ from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.types import HostHooks, TrainState
 
 EVAL_STREAM = 0x5EED  # evaluation keys: fold_in(fold_in(seed key, EVAL_STREAM), update)
+TRAINING_LOOP, EVALUATION = "the training loop", "the evaluation"  # the programs `Run.compiling` names
 
 
 class TrainingDiverged(FloatingPointError):
@@ -133,7 +136,7 @@ class Run:
                  run_dir: str, sinks: list, start_update: int = 0, best_eval_return: float | None = None,
                  last_checkpoint: str | None = None, stop_after: int | None = None,
                  wall_start: float | None = None, learner_host: HostHooks = HostHooks(),
-                 loop_phases: CompilePhases | None = None):
+                 loop_phases: CompilePhases | None = None, console: bool = False):
         self.cfg = cfg
         self.placement = placement
         self.schedule = Schedule.from_config(cfg)
@@ -157,6 +160,9 @@ class Run:
         self._eval_compiling: tuple[threading.Thread, list] | None = None  # (thread, its error) meanwhile
         self.eval_compile_phases: CompilePhases | None = None
         self._loop_phases = loop_phases
+        self._console = console  # the compiles' lines (`compiling`) on stdout
+        self._compiled: list[dict] = []  # compiles ended since the last metrics line (`compiling`)
+        self._compiled_lock = threading.Lock()  # the evaluation's thread appends to it
         self._evaluate = evaluation
         self._seed_keys = np.asarray(seed_keys(cfg.seed, cfg.num_seeds))  # host data: any process passes it
 
@@ -191,7 +197,7 @@ class Run:
         return cls(cfg, evaluation, placement, run_dir=run_dir, sinks=sinks, start_update=start_update,
                    best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
                    last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start,
-                   learner_host=learner_host, loop_phases=loop_phases)
+                   learner_host=learner_host, loop_phases=loop_phases, console=console)
 
     def __enter__(self) -> "Run":
         self._stop.__enter__()
@@ -241,6 +247,10 @@ class Run:
                 self._stop_after is not None and updates >= self._stop_after)
             record = {**self._window_record(window), **window.extra}
             best = self.schedule.is_eval_point(updates) and self._evaluate_into(record, state, updates)
+            with self._compiled_lock:
+                compiled, self._compiled = self._compiled, []
+            if compiled:  # a field, not lines of their own: readers take every line for a sync's
+                record["compiled"] = compiled
             for sink in self._sinks:
                 sink.write(record)
             numbered = self.schedule.is_checkpoint_point(updates) or stopping
@@ -259,31 +269,54 @@ class Run:
     def evaluate(self, state: TrainState, updates: int, greedy: bool = True) -> EvalResult:
         """Evaluate every seed on its own envs; the key depends only on the seed and the update."""
         self._evaluation_compiled()  # the evaluation's first compile, if still in flight
-        return self._evaluation(state, updates, greedy)
+        return self._evaluation(state.learner.params, state.rollout.obs_stats, updates, greedy)
 
-    def _evaluation(self, state: TrainState, updates: int, greedy: bool) -> EvalResult:
-        return distributed.fetch(self._evaluate(state.learner.params, state.rollout.obs_stats, self._seed_keys,
-                                                jnp.uint32(updates), greedy=greedy))
+    def _evaluation(self, params: Any, obs_stats: Any, updates: int, greedy: bool) -> EvalResult:
+        return distributed.fetch(self._evaluate(params, obs_stats, self._seed_keys, jnp.uint32(updates), greedy=greedy))
+
+    @contextlib.contextmanager
+    def compiling(self, program: str) -> Iterator[None]:
+        """Name a compile as it starts and, with its seconds, as it ends: on the console, and in the
+        next metrics line's `compiled` list (`{"program": ..., "seconds": ...}`). No compile passes
+        silently: a suite's programs take minutes on a small CPU."""
+        if self._console:
+            print(f"compiling {program}...", flush=True)
+        start = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - start
+        with self._compiled_lock:
+            self._compiled.append({"program": program, "seconds": seconds})
+        if self._console:
+            print(f"compiled {program} in {seconds:.1f} s", flush=True)
 
     def compile_evaluation(self, state: TrainState) -> None:
         """Compile the evaluation programs the run will use and run each once (results dropped):
         one-time work that otherwise lands in the first evaluation's host time (even with the
         persistent cache), so callers count it as compilation (`eval_compile_s`)."""
+        self._compile_evaluation(state.learner.params, state.rollout.obs_stats)
+
+    def _compile_evaluation(self, params: Any, obs_stats: Any) -> None:
         start = time.perf_counter()
-        with collector_paused(), CompilePhases() as self.eval_compile_phases:
+        with self.compiling(EVALUATION), collector_paused(), CompilePhases() as self.eval_compile_phases:
             for greedy in (True, False) if self.cfg.eval_stochastic else (True,):
-                self._evaluation(state, self.start_update, greedy)
+                self._evaluation(params, obs_stats, self.start_update, greedy)
         self.eval_compile_s = time.perf_counter() - start
 
     def start_compiling_evaluation(self, state: TrainState) -> None:
-        """`compile_evaluation` in a thread, beside the training loop's compilation: XLA compiles
-        without holding the GIL, so on a machine with a spare core the evaluation's compile costs
-        no wall time. The loop calls `loop_compiled` before it first gives its state away.
+        """`compile_evaluation` in a thread, beside the training loop's compilation and its first
+        iterations: XLA compiles without holding the GIL, so on a machine with a spare core the
+        evaluation's compile costs no wall time, and the loop waits for it only at the first
+        evaluation (`evaluate`). Its first run takes copies of the params and statistics, which the
+        loop then gives away (donates) at once.
         Over several processes it compiles here and now: its first run gathers every process's
         results, and collectives must run in the same order in every process."""
         if distributed.is_multiprocess():
             self.compile_evaluation(state)
             return
+        # copied before the loop donates them; `device_put` keeps each array's placement, so the
+        # program compiled for the copies is the one the evaluations find
+        copies = jax.tree.map(lambda x: jax.device_put(x, may_alias=False),
+                              (state.learner.params, state.rollout.obs_stats))
         errors: list[BaseException] = []
         # JAX's matmul precision is per thread: the thread compiles under the caller's, so that the
         # evaluations at the syncs, in the caller's thread, find this program rather than compile anew
@@ -292,8 +325,8 @@ class Run:
         def compile_():
             try:
                 with jax.default_matmul_precision(precision):
-                    self.compile_evaluation(state)
-            except BaseException as error:  # raised again in the loop's thread, by loop_compiled
+                    self._compile_evaluation(*copies)
+            except BaseException as error:  # raised again in the loop's thread, by `evaluate`
                 errors.append(error)
 
         self._eval_compiling = (threading.Thread(target=compile_, name="compile-evaluation", daemon=True), errors)
@@ -301,10 +334,9 @@ class Run:
 
     def loop_compiled(self) -> None:
         """The loop's programs are compiled: close the account of its compile phases (begun by the
-        caller before it built anything), wait for the evaluation's compile, raise its error."""
+        caller before it built anything). The evaluation's compile goes on beside the loop."""
         if self._loop_phases is not None:
             self._loop_phases.stop()
-        self._evaluation_compiled()
 
     def compile_timings(self) -> dict:
         """summary.json's split of the compile time: `compile_{trace,lower,xla}_s`, the loop's
@@ -396,18 +428,45 @@ def evaluation_program(c) -> Callable[..., EvalResult]:
     steps host envs) once for the run's pieces (`build.Components.program`). The seed keys are an
     argument, so that runs that differ only in their seed share the program. With
     `cfg.eval_stochastic`, `greedy` is an argument too: one program serves the greedy and the
-    sampling evaluations (each picks its actions from both), so a run compiles one evaluation."""
+    sampling evaluations (each picks its actions from both), so a run compiles one evaluation.
+
+    Two programs: the envs' reset (`evaluate.start`), which runs once per evaluation and so
+    compiles without optimisations (`build.ONCE_RUN_CPU_OPTIONS`: a suite's reset is as dear to
+    compile as its step), and the episodes (`evaluate.play`)."""
     evaluate, num_seeds, both = c.evaluate, c.cfg.num_seeds, c.cfg.eval_stochastic
-    return c.program(("evaluation", num_seeds, both), lambda: evaluate.stage(
-        functools.partial(_evaluate_at, evaluate, num_seeds), static_argnames=() if both else "greedy"))
+    start = c.program(("evaluation_start", num_seeds), lambda: evaluate.stage(
+        functools.partial(_start_at, evaluate, num_seeds), **_once_run_options()))
+    play = c.program(("evaluation", num_seeds, both), lambda: evaluate.stage(
+        functools.partial(_play, evaluate, num_seeds), static_argnames=() if both else "greedy"))
+    return EvaluationProgram(start, play)
 
 
-def _evaluate_at(evaluate: Callable[..., EvalResult], num_seeds: int, params, obs_stats, keys_of_seeds: jax.Array,
-                 updates: jax.Array, greedy: bool) -> EvalResult:
-    """The evaluation keys derived inside the program: deriving them outside it ran a few eager
-    ops, each dispatched on its own, at every evaluation."""
+@dataclasses.dataclass(frozen=True)
+class EvaluationProgram:
+    """`evaluation_program`'s two programs, called as one."""
+
+    start: Callable  # (seed keys, updates) -> every seed's envs reset
+    play: Callable  # (params, obs_stats, start, greedy=) -> EvalResult
+
+    def __call__(self, params, obs_stats, keys_of_seeds, updates, greedy: bool = True) -> EvalResult:
+        return self.play(params, obs_stats, self.start(keys_of_seeds, updates), greedy=greedy)
+
+
+def _once_run_options() -> dict:
+    """`jax.jit`'s keywords for a program that runs once per evaluation (`build.compile_once_run`)."""
+    return {"compiler_options": ONCE_RUN_CPU_OPTIONS} if jax.default_backend() == "cpu" else {}
+
+
+def _start_at(evaluate, num_seeds: int, keys_of_seeds: jax.Array, updates: jax.Array):
+    """Every seed's envs reset for the evaluation after `updates` updates. The evaluation keys are
+    derived inside the program: deriving them outside it ran a few eager ops, each dispatched on
+    its own, at every evaluation."""
     keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, EVAL_STREAM), updates))(keys_of_seeds)
-    return over_seeds(lambda p, s, k: evaluate(p, s, k, greedy=greedy), num_seeds)(params, obs_stats, keys)
+    return over_seeds(evaluate.start, num_seeds)(keys)
+
+
+def _play(evaluate, num_seeds: int, params, obs_stats, begun, greedy: bool) -> EvalResult:
+    return over_seeds(lambda p, s, b: evaluate.play(p, s, b, greedy=greedy), num_seeds)(params, obs_stats, begun)
 
 
 def seed_means(per_seed: dict) -> dict:

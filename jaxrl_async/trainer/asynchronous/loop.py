@@ -40,7 +40,7 @@ from jaxrl_async.trainer import metrics as metrics_lib
 from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, over_seeds, warm_up
 from jaxrl_async.trainer.build import Components, all_finite
 from jaxrl_async.trainer.asynchronous.pipeline import Lag, ParamStore, RolloutWorker
-from jaxrl_async.trainer.run import Run, Window
+from jaxrl_async.trainer.run import TRAINING_LOOP, Run, Window
 from jaxrl_async.trainer.runtime import collector_paused
 from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.types import TrainState
@@ -254,9 +254,9 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
     compile_start = time.perf_counter()
     start = done = run.start_update
     behaviour = behaviour_hook(c, state)
-    with collector_paused():
+    with run.compiling(TRAINING_LOOP), collector_paused():
         actor, learn = compile_pipeline(c, run.placement, state, start)
-    run.loop_compiled()  # waits for the evaluation's compile: the first call gives the state away
+    run.loop_compiled()  # the evaluation compiles on, on copies: the first call gives the state away
     compile_s = time.perf_counter() - compile_start
 
     sync_at = set(run.schedule.remaining(start))
