@@ -10,7 +10,8 @@ Two collectors implement it: `device.DeviceRollout` (a gymnax-API env: one jitte
 Both record the same per-step fields (`types.RECORDED_FIELDS`) and end the fragment with the one
 finishing step below, so the learner sees the same `Trajectory` from either.
 
-The seed axis `S` leads every state and trajectory the loops hold, also for one seed (`over_seeds`).
+The seed axis `S` leads every state and trajectory the loops hold, also for one seed
+(`programs.over_seeds`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import jax.numpy as jnp
 
 from jaxrl_async.core.advantages import batched_gae, gae_inputs
 from jaxrl_async.core.bootstrap import bootstrap_values
+from jaxrl_async.core.programs import ProgramHook
 from jaxrl_async.nets.actor_critic import Policy
 from jaxrl_async.types import RolloutState, Trajectory
 
@@ -53,18 +55,9 @@ class Collector(Protocol):
     def collect(self, params, state: RolloutState) -> tuple[RolloutState, Trajectory]: ...
 
     def make_actor(self, placement, state, *, device, num_seeds: int, seed: int, start: int,
-                   num_actors: int, program: "ProgramHook" = None) -> Actor: ...
+                   num_actors: int, program: ProgramHook = None) -> Actor: ...
 
     def evaluator(self, num_episodes: int, unroll: int = 1): ...
-
-
-# `program(name, make) -> make()'s jitted function`, kept by the caller for its next run of the same
-# pieces (`trainer.build.Components.program`); None: made anew
-ProgramHook = Callable[[Any, Callable[[], Callable]], Callable] | None
-
-
-def keep_program(program: ProgramHook, name: Any, make: Callable[[], Callable]) -> Callable:
-    return make() if program is None else program(name, make)
 
 
 # the per-step timings every actor reports (0 where a part does not apply)
@@ -95,48 +88,3 @@ def finish(policy: Policy, params, rec: dict, carry_after: Any, initial_carry: A
     advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t, scan=gae_scan)
     return Trajectory(**rec, bootstrap_value=bootstrap_value, advantage=advantage, target=advantage + rec["value"],
                       initial_carry=initial_carry)
-
-
-def seed_keys(seed: int, num_seeds: int) -> jax.Array:
-    """[S] keys; seed index i gets fold_in(PRNGKey(seed), i) whatever num_seeds is."""
-    base = jax.random.PRNGKey(seed)
-    return jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(num_seeds))
-
-
-def over_seeds(fn: Callable, num_seeds: int) -> Callable:
-    """vmap `fn` over the leading seed axis of every argument and output.
-
-    With one seed the axis is squeezed and re-added instead, so the single-seed
-    program is exactly the unbatched one.
-    """
-    if num_seeds > 1:
-        return jax.vmap(fn)
-
-    def single(*args):
-        out = fn(*jax.tree.map(lambda x: x[0], args))
-        return jax.tree.map(lambda x: x[None], out)
-
-    return single
-
-
-def warm_up(compiled: Callable, *args) -> Any:
-    """Run a compiled program once on copies of `args` (donated buffers stay untouched); return
-    its outputs, which are not part of the run.
-
-    XLA:CPU does one-time work at a program's first execution, many times an iteration's cost.
-    Callers time this with the compilation, so `compile_s` holds all of it and the first
-    host-sync window's steps/s is steady state like the others.
-
-    On the CPU the copies are `jax.device_put(x, may_alias=False)`, which compiles nothing, where
-    `x.copy()` is a jitted copy, a program of its own for every leaf shape. Elsewhere they stay
-    `x.copy()`: after a warm-up on `device_put`'s copies a GPU's fused loop was measured slower,
-    for reasons not found (docs/benchmarks.md, "The warm-up's copies"). An
-    array over several processes, which `device_put` does not copy, takes `x.copy()` too.
-    """
-    return jax.block_until_ready(compiled(*jax.tree.map(_copy, args)))
-
-
-def _copy(x):
-    if isinstance(x, jax.Array) and (not x.is_fully_addressable or any(d.platform != "cpu" for d in x.devices())):
-        return x.copy()
-    return jax.device_put(x, may_alias=False)

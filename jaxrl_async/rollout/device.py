@@ -10,7 +10,7 @@ finishing step (bootstrap values, GAE; `collector.finish`).
 Observations may be pytrees (a Dict / Tuple observation space): the state's and the
 trajectory's observations then have the space's structure, leaves `[B, ...]` / `[T, B, ...]`.
 
-The same `collect` serves the fused trainer (inside its scan over iterations) and
+The same `collect` serves the fused mode (inside its scan over iterations) and
 the async pipeline's actor thread (jitted on its own, `DeviceActor`).
 """
 
@@ -31,7 +31,8 @@ from jaxrl_async.envs.wrappers import max_truncations as env_truncation_bound
 from jaxrl_async.core.exploration import check_correlation, initial_noise, next_noise
 from jaxrl_async.nets.actor_critic import Policy, reset_carry
 from jaxrl_async.envs.spaces import as_observation, map_shapes
-from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, ProgramHook, finish, keep_program, over_seeds, warm_up
+from jaxrl_async.core.programs import ProgramHook, keep_program, over_seeds, warm_up
+from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, finish
 from jaxrl_async.rollout.evaluate import DeviceEvaluator, make_evaluator
 from jaxrl_async.types import RolloutState, Trajectory
 

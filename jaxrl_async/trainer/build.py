@@ -4,7 +4,7 @@
     states = initial_states(c)
 
 The seed axis `S` is always the leading axis of the state the host holds, also
-for one seed (`rollout.collector.over_seeds`).
+for one seed (`core.programs.over_seeds`).
 
 A process builds a config's pieces once: `build` keeps the last few device-env builds, by every
 config field a program sees (`program_key`: not the run directory, the seed, the intervals, ...).
@@ -33,7 +33,8 @@ from jaxrl_async.envs.host.gymnasium import make_host_env
 from jaxrl_async.envs.spaces import observation_shapes
 from jaxrl_async.envs.wrappers import SquashAction
 from jaxrl_async.nets.actor_critic import Policy, with_matmul_precision
-from jaxrl_async.rollout.collector import Collector, seed_keys
+from jaxrl_async.core.programs import seed_keys
+from jaxrl_async.rollout.collector import Collector
 from jaxrl_async.rollout.device import make_rollout
 from jaxrl_async.rollout.host import HostRollout
 from jaxrl_async.trainer import metrics as metrics_lib

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 
 from jaxrl_async.trainer import checkpoint as ckpt
-from jaxrl_async.rollout.collector import over_seeds, seed_keys
+from jaxrl_async.core.programs import over_seeds, seed_keys
 from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.trainer.run import restore_training_state
 from jaxrl_async.trainer.run_dir import load_config

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_async.rollout.collector import over_seeds, warm_up
+from jaxrl_async.core.programs import over_seeds, warm_up
 from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer.build import Components, run_iterations
 from jaxrl_async.trainer.run import TRAINING_LOOP, Run, Window

@@ -39,7 +39,7 @@ from jaxrl_async.trainer import sinks as sinks_lib
 from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.trainer.build import ONCE_RUN_CPU_OPTIONS
 from jaxrl_async.config import TrainConfig
-from jaxrl_async.rollout.collector import over_seeds, seed_keys
+from jaxrl_async.core.programs import over_seeds, seed_keys
 from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.trainer.schedule import Schedule
 from jaxrl_async.trainer.compile_phases import CompilePhases

@@ -37,7 +37,8 @@ import numpy as np
 from flax import serialization
 
 from jaxrl_async.trainer import metrics as metrics_lib
-from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, over_seeds, warm_up
+from jaxrl_async.core.programs import over_seeds, warm_up
+from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS
 from jaxrl_async.trainer.build import Components, all_finite
 from jaxrl_async.trainer.asynchronous.pipeline import Lag, ParamStore, RolloutWorker
 from jaxrl_async.trainer.run import TRAINING_LOOP, Run, Window
