@@ -5,10 +5,10 @@
 
 Every collector's `evaluator(num_episodes)` returns an evaluator with one interface: called as
 `evaluate(params, obs_stats, key, greedy=True)` (`greedy` a Python bool, or a traced one that
-picks between the mode and a sample), or in its two parts, `evaluate.play(params, obs_stats,
-evaluate.start(key), greedy)`; and `evaluate.stage(fn)` gives how a program that calls it runs —
-jitted for `DeviceEvaluator`, as plain Python for the host envs' (`HostEvaluator`, stepping NumPy
-envs of its own), so the run's code asks the evaluator, never its kind.
+picks between the mode and a sample), and `evaluate.stage(fn)` gives how a program
+that calls it runs — jitted for `DeviceEvaluator`, as plain Python for the host envs'
+(`HostEvaluator`, stepping NumPy envs of its own), so the run's code asks the evaluator, never its
+kind.
 
 Each of the `num_episodes` envs runs until its first episode ends (terminated or
 truncated by the env's time limit); the return is undiscounted. The loop is a
@@ -24,7 +24,6 @@ about as long as its step.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from typing import Any, Callable
 
@@ -89,40 +88,10 @@ class _EvalLoop:
     t: jax.Array
 
 
-@struct.dataclass
-class EvalStart:
-    """The evaluation's envs at their first episode's start (`Evaluation.start`), `[N]` per env.
-
-    Attributes:
-      obs: `[N, *obs_shape]` the reset's observation, float32 (a tree for a nested space).
-      env_state: batched env state, leaves `[N, ...]`.
-      key: PRNG key for the episodes' actions and env steps.
-    """
-
-    obs: Any
-    env_state: Any
-    key: jax.Array
-
-
-@dataclasses.dataclass(frozen=True)
-class Evaluation:
-    """An evaluation in its two parts, `play(params, obs_stats, start(key), greedy)`: the envs'
-    reset, which a program that runs once per evaluation may compile without optimisations, and
-    the episodes' loop. Called, the two in one (a dataclass, not a tuple: `jax.jit` keeps a weak
-    reference to what it wraps)."""
-
-    start: Callable[[jax.Array], EvalStart]
-    play: Callable[..., EvalResult]
-
-    def __call__(self, params: Any, obs_stats: RunningMeanStd, key: jax.Array, greedy: bool = True) -> EvalResult:
-        return self.play(params, obs_stats, self.start(key), greedy=greedy)
-
-
 def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
                    normalize_obs: bool = False, max_steps: int | None = None, unroll: int = 1
-                   ) -> Evaluation:
-    """Build `evaluate(params, obs_stats, key, greedy=True) -> EvalResult` (an `Evaluation`:
-    `evaluate.start(key)`, then `evaluate.play(params, obs_stats, start, greedy)`).
+                   ) -> Callable[..., EvalResult]:
+    """Build `evaluate(params, obs_stats, key, greedy=True) -> EvalResult`.
 
     Args:
       env, env_params: the env (wrapped as by `make_env`) and its params.
@@ -141,17 +110,14 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     reset_env = jax.vmap(env.reset, in_axes=(0, None))
 
-    def start(key: jax.Array) -> EvalStart:
+    def evaluate(params: Any, obs_stats: RunningMeanStd, key: jax.Array, greedy: bool = True) -> EvalResult:
         key, reset_key = jax.random.split(key)
         obs, env_state = reset_env(jax.random.split(reset_key, num_episodes), env_params)
-        return EvalStart(obs=as_observation(policy.obs_shape, obs), env_state=env_state, key=key)
-
-    def play(params: Any, obs_stats: RunningMeanStd, begun: EvalStart, greedy: bool = True) -> EvalResult:
-        first = (begun.obs, begun.env_state)  # where an env restarts once its first episode ended
+        obs = as_observation(policy.obs_shape, obs)
+        first = (obs, env_state)  # where an env restarts once its first episode ended
         zeros = jnp.zeros((num_episodes,), jnp.float32)
-        loop = _EvalLoop(env_state=begun.env_state, obs=begun.obs,
-                         policy_carry=policy.initial_carry((num_episodes,)),
-                         key=begun.key, returns=zeros, lengths=jnp.zeros((num_episodes,), jnp.int32),
+        loop = _EvalLoop(env_state=env_state, obs=obs, policy_carry=policy.initial_carry((num_episodes,)),
+                         key=key, returns=zeros, lengths=jnp.zeros((num_episodes,), jnp.int32),
                          done=jnp.zeros((num_episodes,), bool), reset=jnp.ones((num_episodes,), bool),
                          t=jnp.zeros((), jnp.int32))
 
@@ -186,7 +152,7 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
         loop = jax.lax.while_loop(cond, trip, loop)
         return EvalResult(returns=loop.returns, lengths=loop.lengths, complete=loop.done)
 
-    return Evaluation(start, play)
+    return evaluate
 
 
 def _where_rows(rows: jax.Array, on_true: Any, on_false: Any) -> Any:
@@ -204,20 +170,14 @@ def _action(dist, key: jax.Array, greedy) -> Any:
 
 
 class DeviceEvaluator:
-    """`make_evaluator`'s `Evaluation` behind the evaluators' one interface: JAX functions, so a
-    program around them is jitted (`stage`)."""
+    """`make_evaluator`'s function behind the evaluators' one interface: a JAX function, so a
+    program around it is jitted (`stage`)."""
 
-    def __init__(self, evaluate: Evaluation):
+    def __init__(self, evaluate: Callable[..., EvalResult]):
         self._evaluate = evaluate
 
     def __call__(self, params: Any, obs_stats: RunningMeanStd, key: jax.Array, greedy: bool = True) -> EvalResult:
         return self._evaluate(params, obs_stats, key, greedy=greedy)
-
-    def start(self, key: jax.Array) -> EvalStart:
-        return self._evaluate.start(key)
-
-    def play(self, params: Any, obs_stats: RunningMeanStd, begun: EvalStart, greedy: bool = True) -> EvalResult:
-        return self._evaluate.play(params, obs_stats, begun, greedy=greedy)
 
     @staticmethod
     def stage(fn: Callable, **jit_kwargs) -> Callable:
@@ -248,14 +208,6 @@ class HostEvaluator:
     def __call__(self, params, obs_stats, key: jax.Array, greedy: bool = True) -> EvalResult:
         with on_core(self.core):  # its envs' threads, started at the first call, take the core too
             return self._evaluate(params, obs_stats, key, greedy)
-
-    @staticmethod
-    def start(key: jax.Array) -> jax.Array:
-        """The key: its envs are NumPy envs, reset in `play`."""
-        return key
-
-    def play(self, params, obs_stats, key: jax.Array, greedy: bool = True) -> EvalResult:
-        return self(params, obs_stats, key, greedy)
 
     def _evaluate(self, params, obs_stats, key: jax.Array, greedy: bool) -> EvalResult:
         r, n = self._r, self._n

@@ -37,7 +37,6 @@ from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer import metrics as metrics_lib
 from jaxrl_async.trainer import sinks as sinks_lib
 from jaxrl_async.trainer import run_dir as run_dir_lib
-from jaxrl_async.trainer.build import ONCE_RUN_CPU_OPTIONS
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.core.programs import over_seeds, seed_keys
 from jaxrl_async.rollout.evaluate import EvalResult
@@ -428,45 +427,18 @@ def evaluation_program(c) -> Callable[..., EvalResult]:
     steps host envs) once for the run's pieces (`build.Components.program`). The seed keys are an
     argument, so that runs that differ only in their seed share the program. With
     `cfg.eval_stochastic`, `greedy` is an argument too: one program serves the greedy and the
-    sampling evaluations (each picks its actions from both), so a run compiles one evaluation.
-
-    Two programs: the envs' reset (`evaluate.start`), which runs once per evaluation and so
-    compiles without optimisations (`build.ONCE_RUN_CPU_OPTIONS`: a suite's reset is as dear to
-    compile as its step), and the episodes (`evaluate.play`)."""
+    sampling evaluations (each picks its actions from both), so a run compiles one evaluation."""
     evaluate, num_seeds, both = c.evaluate, c.cfg.num_seeds, c.cfg.eval_stochastic
-    start = c.program(("evaluation_start", num_seeds), lambda: evaluate.stage(
-        functools.partial(_start_at, evaluate, num_seeds), **_once_run_options()))
-    play = c.program(("evaluation", num_seeds, both), lambda: evaluate.stage(
-        functools.partial(_play, evaluate, num_seeds), static_argnames=() if both else "greedy"))
-    return EvaluationProgram(start, play)
+    return c.program(("evaluation", num_seeds, both), lambda: evaluate.stage(
+        functools.partial(_evaluate_at, evaluate, num_seeds), static_argnames=() if both else "greedy"))
 
 
-@dataclasses.dataclass(frozen=True)
-class EvaluationProgram:
-    """`evaluation_program`'s two programs, called as one."""
-
-    start: Callable  # (seed keys, updates) -> every seed's envs reset
-    play: Callable  # (params, obs_stats, start, greedy=) -> EvalResult
-
-    def __call__(self, params, obs_stats, keys_of_seeds, updates, greedy: bool = True) -> EvalResult:
-        return self.play(params, obs_stats, self.start(keys_of_seeds, updates), greedy=greedy)
-
-
-def _once_run_options() -> dict:
-    """`jax.jit`'s keywords for a program that runs once per evaluation (`build.compile_once_run`)."""
-    return {"compiler_options": ONCE_RUN_CPU_OPTIONS} if jax.default_backend() == "cpu" else {}
-
-
-def _start_at(evaluate, num_seeds: int, keys_of_seeds: jax.Array, updates: jax.Array):
-    """Every seed's envs reset for the evaluation after `updates` updates. The evaluation keys are
-    derived inside the program: deriving them outside it ran a few eager ops, each dispatched on
-    its own, at every evaluation."""
+def _evaluate_at(evaluate: Callable[..., EvalResult], num_seeds: int, params, obs_stats, keys_of_seeds: jax.Array,
+                 updates: jax.Array, greedy: bool) -> EvalResult:
+    """The evaluation keys derived inside the program: deriving them outside it ran a few eager
+    ops, each dispatched on its own, at every evaluation."""
     keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, EVAL_STREAM), updates))(keys_of_seeds)
-    return over_seeds(evaluate.start, num_seeds)(keys)
-
-
-def _play(evaluate, num_seeds: int, params, obs_stats, begun, greedy: bool) -> EvalResult:
-    return over_seeds(lambda p, s, b: evaluate.play(p, s, b, greedy=greedy), num_seeds)(params, obs_stats, begun)
+    return over_seeds(lambda p, s, k: evaluate(p, s, k, greedy=greedy), num_seeds)(params, obs_stats, keys)
 
 
 def seed_means(per_seed: dict) -> dict:
