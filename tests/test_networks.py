@@ -16,6 +16,7 @@ from jaxrl_async.config import NetworkConfig
 from jaxrl_async.core.distributions import (Categorical, DiagGaussian, EpsilonGreedy, MultiCategorical,
                                             TanhGaussian, pick)
 from jaxrl_async.nets.actor_critic import make_policy, reset_carry
+from jaxrl_async.nets.box_policy import UnitBox
 from jaxrl_async.nets.sac import SquashedGaussian
 
 # ----------------------------------------------------------------- Categorical
@@ -217,10 +218,11 @@ DRAWN = {
     "multi-categorical": MultiCategorical(jnp.asarray(np.concatenate([LOGITS, LOGITS[:, :2]], -1)), nvec=(3, 2)),
     "gaussian": DiagGaussian(jnp.ones((3, 2)), jnp.zeros((3, 2))),
     "tanh-gaussian": TanhGaussian(jnp.ones((3, 2)), jnp.full((3, 2), 0.5)),
-    "squashed-gaussian": SquashedGaussian(jnp.ones((3, 2)), jnp.zeros((3, 2)), jnp.array([-2.0, 0.0]),
-                                          jnp.array([2.0, 1.0]), jnp.array(False)),
-    "squashed-gaussian-warm-up": SquashedGaussian(jnp.ones((3, 2)), jnp.zeros((3, 2)), jnp.array([-2.0, 0.0]),
-                                                  jnp.array([2.0, 1.0]), jnp.array(True)),
+    "squashed-gaussian": SquashedGaussian(jnp.ones((3, 2)), jnp.zeros((3, 2)),
+                                          UnitBox(jnp.array([-2.0, 0.0]), jnp.array([2.0, 1.0]), jnp.array(False))),
+    "squashed-gaussian-warm-up": SquashedGaussian(jnp.ones((3, 2)), jnp.zeros((3, 2)),
+                                                  UnitBox(jnp.array([-2.0, 0.0]), jnp.array([2.0, 1.0]),
+                                                          jnp.array(True))),
     "epsilon-greedy": EpsilonGreedy(jnp.asarray(LOGITS), jnp.array(0.5)),
 }
 

@@ -187,7 +187,7 @@ def test_dqn_loss_weights_each_transition_and_reports_its_td_error():
 
 @pytest.mark.parametrize("weight", [None, [1.0, 0.5, 0.2]])
 def test_sac_critic_loss_weights_each_transition(weight):
-    from jaxrl_async.algorithms.sac import critic_loss
+    from jaxrl_async.algorithms.replay.actor_critic import critic_loss
 
     q = np.array([[1.0, 2.0, -1.0], [0.5, 2.5, 0.0]])
     target = np.array([1.5, 1.0, 0.5])

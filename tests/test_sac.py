@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from jaxrl_async.algorithms.replay import buffer as replay
-from jaxrl_async.algorithms.sac import (actor_loss, critic_loss, critic_loss_on_batch, critic_target,
-                                        temperature_loss)
+from jaxrl_async.algorithms.replay.actor_critic import critic_loss
+from jaxrl_async.algorithms.sac import actor_loss, critic_loss_on_batch, critic_target, temperature_loss
 from jaxrl_async.trainer.build import build
 from jaxrl_async.config import TrainConfig
+from jaxrl_async.nets.box_policy import UnitBox
 from jaxrl_async.nets.sac import SACNets, SquashedGaussian
 from jaxrl_async.trainer.training import train
 from learning_checks import PROBE_SEEDS
@@ -36,9 +37,9 @@ def np_squashed_log_prob(u, mean, log_std):
 def test_squashed_log_prob_has_the_tanh_correction():
     mean, log_std = jnp.array([[0.3, -1.0], [1.5, 0.0]]), jnp.array([[-0.5, 0.2], [0.0, -1.0]])
     box = jnp.array([-1.0, 0.0]), jnp.array([3.0, 1.0])  # bounds of their own per dimension
-    dist = SquashedGaussian(mean, log_std, *box, jnp.array(False))
+    dist = SquashedGaussian(mean, log_std, UnitBox(*box, jnp.array(False)))
     u = np.array([[0.1, 0.7], [2.0, -0.4]])
-    env_action = dist.to_env(jnp.tanh(jnp.asarray(u, jnp.float32)))
+    env_action = dist.box.to_env(jnp.tanh(jnp.asarray(u, jnp.float32)))
     np.testing.assert_allclose(np.asarray(env_action), np.array([-1.0, 0.0]) + (np.tanh(u) + 1) / 2 * [4.0, 1.0],
                                rtol=1e-6)
     np.testing.assert_allclose(dist.log_prob(env_action), np_squashed_log_prob(u, mean, log_std), rtol=1e-4)
@@ -49,18 +50,19 @@ def test_squashed_log_prob_has_the_tanh_correction():
     u_sampled = np.asarray(mean) + np.exp(np.asarray(log_std)) * noise
     np.testing.assert_allclose(unit, np.tanh(u_sampled), rtol=1e-5)
     np.testing.assert_allclose(log_prob, np_squashed_log_prob(u_sampled, mean, log_std), rtol=1e-4)
-    np.testing.assert_allclose(dist.mode(), dist.to_env(jnp.tanh(mean)), rtol=1e-6)
+    np.testing.assert_allclose(dist.mode(), dist.box.to_env(jnp.tanh(mean)), rtol=1e-6)
 
 
 def test_squash_correction_stays_finite_far_out():
     mean, log_std = jnp.array([[30.0]]), jnp.array([[-3.0]])
-    _, log_prob = SquashedGaussian(mean, log_std, LOW, HIGH, jnp.array(False)).sample_unit(jax.random.PRNGKey(0))
+    dist = SquashedGaussian(mean, log_std, UnitBox(LOW, HIGH, jnp.array(False)))
+    _, log_prob = dist.sample_unit(jax.random.PRNGKey(0))
     # log(1 - tanh(u)^2) ~ 2 log 2 - 2u for large u: about -58.6, finite where the naive form gives -inf
     assert np.isfinite(log_prob).all() and float(log_prob[0]) > 50
 
 
 def test_uniform_flag_samples_the_whole_box():
-    dist = SquashedGaussian(jnp.zeros((20_000, 1)), jnp.full((20_000, 1), -5.0), LOW, HIGH, jnp.array(True))
+    dist = SquashedGaussian(jnp.zeros((20_000, 1)), jnp.full((20_000, 1), -5.0), UnitBox(LOW, HIGH, jnp.array(True)))
     actions = np.asarray(dist.sample(jax.random.PRNGKey(1)))[:, 0]
     assert actions.min() >= -2.0 and actions.max() <= 2.0
     np.testing.assert_allclose(np.histogram(actions, bins=4, range=(-2, 2))[0] / actions.size, 0.25, atol=0.02)
@@ -106,7 +108,7 @@ def test_critic_loss_on_a_buffer_masks_terminations_and_bootstraps_truncations()
     actor_params = dict(w=jnp.float32(0.2), s=jnp.float32(-1.0))
     critic_params = dict(a=jnp.array([1.0, 0.5]), b=jnp.array([2.0, -1.0]))
     target_params = dict(a=jnp.array([0.8, 0.6]), b=jnp.array([1.0, 0.5]))
-    actor = lambda p, obs: SquashedGaussian(p["w"] * obs, p["s"] + 0 * obs, LOW, HIGH, jnp.array(False))
+    actor = lambda p, obs: SquashedGaussian(p["w"] * obs, p["s"] + 0 * obs, UnitBox(LOW, HIGH, jnp.array(False)))
     critic = lambda p, obs, a: p["a"][:, None] * obs[None, :, 0] + p["b"][:, None] * a[None, :, 0]
     nets = SACNets(actor, critic, None, 1)
     key = jax.random.PRNGKey(5)

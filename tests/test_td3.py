@@ -22,6 +22,7 @@ from jaxrl_async.algorithms.td3 import (actor_loss, critic_loss_on_batch, critic
                                         smoothed_target_action)
 from jaxrl_async.config import TrainConfig
 from jaxrl_async.trainer import run_dir as run_dir_lib
+from jaxrl_async.nets.box_policy import UnitBox
 from jaxrl_async.nets.td3 import NoisyDeterministic, TD3Nets
 from jaxrl_async.trainer.build import build, init_state
 from jaxrl_async.trainer.training import train
@@ -41,7 +42,7 @@ def lines_of(result) -> list[dict]:
 def test_exploration_clips_the_noisy_action_into_the_box_and_the_mode_is_the_actors():
     box = jnp.array([-1.0, 0.0]), jnp.array([3.0, 1.0])  # bounds of their own per dimension
     unit_mean = jnp.array([[0.3, -0.9], [0.95, 0.0]])
-    dist = NoisyDeterministic(unit_mean, jnp.float32(0.5), *box, jnp.array(False))
+    dist = NoisyDeterministic(unit_mean, jnp.float32(0.5), UnitBox(*box, jnp.array(False)))
     noise = np.array([[0.4, -1.0], [1.0, 0.2]])
     unit = np.clip(np.asarray(unit_mean) + 0.5 * noise, -1.0, 1.0)  # 0.95 + 0.5 and -0.9 - 0.5 clip
     assert unit[1, 0] == 1.0 and unit[0, 1] == -1.0
@@ -57,14 +58,14 @@ def test_exploration_clips_the_noisy_action_into_the_box_and_the_mode_is_the_act
     drawn = np.clip(np.asarray(unit_mean) + 0.5 * np.asarray(jax.random.normal(gauss_key, (2, 2))), -1, 1)
     np.testing.assert_allclose(dist.sample(key), np.array([-1.0, 0.0]) + (drawn + 1) / 2 * [4.0, 1.0], rtol=1e-6)
     # log_prob: the Gaussian density of the unit action (inside the box)
-    inside = dist.to_env(jnp.array([[0.1, -0.5], [0.7, 0.2]]))
+    inside = dist.box.to_env(jnp.array([[0.1, -0.5], [0.7, 0.2]]))
     z = (np.array([[0.1, -0.5], [0.7, 0.2]]) - np.asarray(unit_mean)) / 0.5
     np.testing.assert_allclose(dist.log_prob(inside),
                                np.sum(-0.5 * z**2 - np.log(0.5) - 0.5 * np.log(2 * np.pi), axis=-1), rtol=1e-5)
 
 
 def test_warm_up_samples_the_whole_box():
-    dist = NoisyDeterministic(jnp.full((20_000, 1), 0.9), jnp.float32(0.1), LOW, HIGH, jnp.array(True))
+    dist = NoisyDeterministic(jnp.full((20_000, 1), 0.9), jnp.float32(0.1), UnitBox(LOW, HIGH, jnp.array(True)))
     for actions in (dist.sample(jax.random.PRNGKey(1)),
                     dist.sample_from_noise(jax.random.normal(jax.random.PRNGKey(2), (20_000, 1)))):
         actions = np.asarray(actions)[:, 0]

@@ -3,7 +3,8 @@ critics, learned temperature) for Box actions, as an `Algorithm(init, update)`.
 
 One `update` takes the rollout's `[T, B]` fragment (acted by the squashed-Gaussian actor,
 `nets/sac.py`, or uniformly at random before learning starts), adds it to the replay
-buffer it carries (`replay/learner.py`, DQN's), and — once the buffer holds `learning_starts`
+buffer it carries (`replay/learner.py`, DQN's; the steps SAC shares with TD3 are
+`replay/actor_critic.py`'s), and — once the buffer holds `learning_starts`
 transitions — takes `replay_ratio` gradient steps, each on a minibatch sampled uniformly (or
 by priority, `priority_exponent` > 0: the critics' loss is then importance-weighted and their
 mean |TD error| per transition becomes its priority; the actor's loss is not weighted):
@@ -19,7 +20,7 @@ mean |TD error| per transition becomes its priority; the actor's loss is not wei
 `discount` is gamma^m, zero after a termination; at a time limit s' is the pre-reset
 observation, so truncations bootstrap (`replay/buffer.py`, `n_step_target`). With n_step > 1 the entropy
 term enters at the bootstrap only (the n-step return holds the rewards alone). Actions enter
-the critics as unit actions in [-1, 1]^D (`SquashedGaussian.to_unit`).
+the critics as unit actions in [-1, 1]^D (`UnitBox.to_unit`).
 
 Warm-up: until the first gradient step the rollout acts uniformly over the action box (the
 policy's `random_actions`), a common choice (SB3's `learning_starts`, CleanRL's SAC) that
@@ -35,15 +36,16 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl_async.algorithms.replay import buffer as replay
-from jaxrl_async.algorithms.replay.learner import (ReplayState, begin_update, host_hooks, learn_once_ready,
-                                                   new_buffer, replay_metrics)
-from jaxrl_async.algorithms.sgd import LearnerHyperparams
-from jaxrl_async.core.optimizer import global_norm, make_optimizer, sgd_step
-from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
+from jaxrl_async.algorithms.replay.actor_critic import (StepCarry, actor_step, apply_gradients, at_precision,
+                                                        critic_step, make_replay_actor_critic, sample_batch,
+                                                        twin_critic_loss)
+from jaxrl_async.algorithms.replay.learner import UpdateStart, host_hooks
+from jaxrl_async.algorithms.replay.targets import polyak
+from jaxrl_async.core.optimizer import global_norm, make_optimizer
+from jaxrl_async.nets.actor_critic import Policy
 from jaxrl_async.nets.sac import SACNets, make_sac_policy
 from jaxrl_async.config import SpeedSettings
-from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
+from jaxrl_async.types import Algorithm, Learner
 
 
 @struct.dataclass
@@ -59,13 +61,6 @@ class SACCritics:
 def critic_target(n_step_return, discount, next_q, next_log_prob, temperature):
     """y = R + discount * (min_i next_q_i - alpha log pi); next_q `[2, N]`, the rest `[N]`."""
     return n_step_return + discount * (jnp.min(next_q, axis=0) - temperature * next_log_prob)
-
-
-def critic_loss(q, target, weight=None):
-    """1/2 sum over the twins of the mean squared error; q `[2, N]`, target `[N]` (held fixed);
-    `weight` `[N]`: prioritised replay's importance weights on each transition's error."""
-    squared = jnp.square(q - jax.lax.stop_gradient(target)[None])
-    return 0.5 * jnp.sum(jnp.mean(squared if weight is None else weight[None] * squared, axis=-1))
 
 
 def actor_loss(q, log_prob, temperature):
@@ -86,11 +81,8 @@ def critic_loss_on_batch(nets: SACNets, critic_params, target_critic_params, act
     next_action, next_log_prob = next_dist.sample_unit(key)
     next_q = nets.critic(target_critic_params, batch["bootstrap_obs"], next_action)
     target = critic_target(batch["n_step_return"], batch["discount"], next_q, next_log_prob, temperature)
-    q = nets.critic(critic_params, batch["obs"], next_dist.to_unit(batch["action"]))
-    loss = critic_loss(q, target, batch.get("weight"))
-    # the twins' mean |TD error| per transition: prioritised replay's new priorities
-    td_abs = jnp.mean(jnp.abs(q - jax.lax.stop_gradient(target)[None]), axis=0)
-    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target), "td_abs": td_abs}
+    q = nets.critic(critic_params, batch["obs"], next_dist.box.to_unit(batch["action"]))
+    return twin_critic_loss(q, target, batch.get("weight"))
 
 
 def actor_loss_on_batch(nets: SACNets, actor_params, critic_params, batch: dict, temperature,
@@ -118,57 +110,36 @@ def make_sac(cfg, replay_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_upd
     optimizer = make_optimizer(cfg.max_grad_norm)
     target_entropy = (-float(nets.action_dim) if sac_cfg.target_entropy == "auto"
                       else float(sac_cfg.target_entropy))
-    buffer_shape = dict(obs_shape=policy.obs_shape, action_shape=policy.action_shape, action_dtype=jnp.float32,
-                        num_envs=num_envs, num_steps=num_steps)
-    new_buffer(replay_cfg, **buffer_shape)  # a capacity below one rollout fails here, not at init
 
-    def init(key: jax.Array, hparams: LearnerHyperparams | None = None) -> LearnerState:
-        key, actor_key, critic_key = jax.random.split(key, 3)
-        params = policy.init(actor_key)
-        critic = nets.init_critic(critic_key)
+    def own(params, critic):
         log_temperature = jnp.log(jnp.float32(sac_cfg.init_temperature))
         opt_state = dict(actor=optimizer.init(params.actor), critic=optimizer.init(critic),
                          temperature=optimizer.init(log_temperature))
-        critics = SACCritics(critic=critic, target_critic=critic, log_temperature=log_temperature)
-        return LearnerState(params=params, opt_state=opt_state, key=key, update_count=jnp.zeros((), jnp.int32),
-                            hparams=LearnerHyperparams.from_config(cfg) if hparams is None else hparams,
-                            extra=ReplayState(nets=critics, buffer=new_buffer(replay_cfg, **buffer_shape),
-                                              gradient_steps=jnp.zeros((), jnp.int32)))
+        return SACCritics(critic=critic, target_critic=critic, log_temperature=log_temperature), opt_state
 
-    def adam_step(params, grads, opt_state, learning_rate):
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return sgd_step(params, updates, learning_rate), opt_state
+    def gradient_step_for(start: UpdateStart):
+        learning_rate = start.learning_rate
 
-    def update(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, dict]:
-        start = begin_update(state, trajectory, cfg, replay_cfg, num_updates=num_updates)
-        buffer, learning_rate = start.buffer, start.learning_rate
-
-        def gradient_step(carry, step_key):
-            actor, critic, target_critic, log_temperature, opt_state, (priorities, max_priority) = carry
+        def gradient_step(carry: StepCarry, step_key):
+            actor, critics, opt_state = carry.actor, carry.nets, carry.opt_state
             sample_key, next_key, actor_key = jax.random.split(step_key, 3)
-            view = buffer.replace(priorities=priorities, max_priority=max_priority)  # None: uniform
-            batch = replay.sample(view, sample_key, batch_size=replay_cfg.replay_batch_size,
-                                  n_step=replay_cfg.n_step, gamma=cfg.gamma, weight_exponent=start.weight_exponent)
-            temperature = jnp.exp(log_temperature)
-            critic_grads, metrics = jax.grad(
-                lambda c: critic_loss_on_batch(nets, c, target_critic, actor, batch, temperature, next_key),
-                has_aux=True)(critic)
-            td_abs = metrics.pop("td_abs")
-            if replay_cfg.prioritised:  # prioritised replay weights the critics' loss only, not the actor's
-                view = replay.update_priorities(view, batch["row"], batch["env"], td_abs,
-                                                exponent=replay_cfg.priority_exponent,
-                                                epsilon=replay_cfg.priority_epsilon)
-            critic, critic_opt = adam_step(critic, critic_grads, opt_state["critic"], learning_rate)
-            (loss_pi, log_prob), actor_grads = jax.value_and_grad(
-                lambda a: actor_loss_on_batch(nets, a, critic, batch, temperature, actor_key), has_aux=True)(actor)
-            actor, actor_opt = adam_step(actor, actor_grads, opt_state["actor"], learning_rate)
-            temperature_opt = opt_state["temperature"]
+            view, batch = sample_batch(start.buffer, carry, sample_key, replay_cfg, gamma=cfg.gamma,
+                                       weight_exponent=start.weight_exponent)
+            temperature = jnp.exp(critics.log_temperature)
+            critic, critic_opt, critic_grads, metrics, view = critic_step(
+                optimizer, lambda c: critic_loss_on_batch(nets, c, critics.target_critic, actor, batch, temperature,
+                                                          next_key),
+                critics.critic, opt_state["critic"], learning_rate, view, batch, replay_cfg)
+            actor, actor_opt, loss_pi, log_prob, actor_grads = actor_step(
+                optimizer, lambda a: actor_loss_on_batch(nets, a, critic, batch, temperature, actor_key),
+                actor, opt_state["actor"], learning_rate)
+            log_temperature, temperature_opt = critics.log_temperature, opt_state["temperature"]
             if sac_cfg.learn_temperature:
                 temperature_grad = jax.grad(temperature_loss)(log_temperature, log_prob, target_entropy)
-                log_temperature, temperature_opt = adam_step(log_temperature, temperature_grad, temperature_opt,
-                                                             learning_rate)
-            target_critic = jax.tree.map(lambda online, target: sac_cfg.tau * online + (1.0 - sac_cfg.tau) * target,
-                                         critic, target_critic)
+                log_temperature, temperature_opt = apply_gradients(optimizer, log_temperature, temperature_grad,
+                                                                   temperature_opt, learning_rate)
+            critics = SACCritics(critic=critic, target_critic=polyak(critic, critics.target_critic, sac_cfg.tau),
+                                 log_temperature=log_temperature)
             opt_state = dict(actor=actor_opt, critic=critic_opt, temperature=temperature_opt)
             # `loss` and `grad_norm`, which every learner reports (the divergence check reads them):
             # the critics' and the actor's together
@@ -177,37 +148,18 @@ def make_sac(cfg, replay_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_upd
                        "entropy": -jnp.mean(log_prob), "temperature": temperature,
                        "critic_grad_norm": global_norm(critic_grads),
                        "actor_grad_norm": global_norm(actor_grads)}
-            priority_state = (view.priorities, view.max_priority)
-            return (actor, critic, target_critic, log_temperature, opt_state, priority_state), metrics
+            return carry.after(view, actor=actor, nets=critics, opt_state=opt_state), metrics
 
-        critics = state.extra.nets
-        carry = (state.params.actor, critics.critic, critics.target_critic, critics.log_temperature, state.opt_state,
-                 (buffer.priorities, buffer.max_priority))
-        carry, metrics, ready = learn_once_ready(gradient_step, carry, start, replay_cfg, num_envs=num_envs)
-        actor, critic, target_critic, log_temperature, opt_state, (priorities, max_priority) = carry
-        buffer = buffer.replace(priorities=priorities, max_priority=max_priority)
-        gradient_steps = state.extra.gradient_steps + jnp.where(ready, replay_cfg.replay_ratio, 0)
-        acted_randomly = state.params.random_actions  # how this fragment was collected
-        params = state.params.replace(actor=actor, random_actions=gradient_steps == 0)
-        critics = SACCritics(critic=critic, target_critic=target_critic, log_temperature=log_temperature)
-        state = state.replace(params=params, opt_state=opt_state, key=start.key, update_count=state.update_count + 1,
-                              extra=ReplayState(nets=critics, buffer=buffer, gradient_steps=gradient_steps))
-        metrics = {**metrics, "learning_rate": learning_rate, "random_actions": acted_randomly.astype(jnp.float32),
-                   **replay_metrics(buffer, ready, replay_cfg, num_envs=num_envs)}
-        return state, metrics
+        return gradient_step
 
-    def behaviour(params, env_steps):
-        # the warm-up ends with the first update that finds learning_starts transitions, which
-        # params a version behind do not know yet (async lag >= 1)
-        return params.replace(random_actions=params.random_actions & (env_steps < replay_cfg.learning_starts))
-
-    return Algorithm(init, update, behaviour, host=host_hooks(replay_cfg))
+    return make_replay_actor_critic(cfg, replay_cfg, policy, nets.init_critic, own, gradient_step_for,
+                                    host=host_hooks(replay_cfg), num_updates=num_updates, num_envs=num_envs,
+                                    num_steps=num_steps)
 
 
 def _networks(cfg, obs_shape, action_space):
     policy, nets = make_sac_policy(cfg.network, obs_shape, action_space)
-    return policy, nets._replace(actor=at_matmul_precision(nets.actor, cfg.matmul_precision),
-                                 critic=at_matmul_precision(nets.critic, cfg.matmul_precision))
+    return policy, at_precision(nets, cfg.matmul_precision)
 
 
 def _make(cfg, policy, nets, speed: SpeedSettings) -> Algorithm:

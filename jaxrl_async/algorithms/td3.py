@@ -4,7 +4,8 @@ actor updates, for Box actions, as an `Algorithm(init, update)`.
 
 One `update` takes the rollout's `[T, B]` fragment (acted by the actor with Gaussian exploration
 noise, `nets/td3.py`, or uniformly at random before learning starts), adds it to the replay buffer
-it carries (`replay/learner.py`, DQN's and SAC's), and — once the buffer holds `learning_starts`
+it carries (`replay/learner.py`, DQN's and SAC's; the steps TD3 shares with SAC are
+`replay/actor_critic.py`'s), and — once the buffer holds `learning_starts`
 transitions — takes `replay_ratio` gradient steps, each on a minibatch sampled uniformly (or by
 priority, `priority_exponent` > 0: the critics' loss is then importance-weighted and their mean
 |TD error| per transition becomes its priority; the actor's loss is not weighted). Gradient step k
@@ -46,16 +47,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl_async.algorithms.replay import buffer as replay
-from jaxrl_async.algorithms.replay.learner import (ReplayState, begin_update, host_hooks, learn_once_ready,
-                                                   new_buffer, replay_metrics)
-from jaxrl_async.algorithms.sac import critic_loss
-from jaxrl_async.algorithms.sgd import LearnerHyperparams
-from jaxrl_async.core.optimizer import global_norm, make_optimizer, sgd_step
-from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
+from jaxrl_async.algorithms.replay.actor_critic import (StepCarry, actor_step, at_precision, critic_step,
+                                                        make_replay_actor_critic, sample_batch, twin_critic_loss)
+from jaxrl_async.algorithms.replay.learner import UpdateStart, host_hooks
+from jaxrl_async.algorithms.replay.targets import polyak
+from jaxrl_async.core.optimizer import global_norm, make_optimizer
+from jaxrl_async.nets.actor_critic import Policy
 from jaxrl_async.nets.td3 import TD3Nets, make_td3_policy
 from jaxrl_async.config import SpeedSettings
-from jaxrl_async.types import Algorithm, HostHooks, Learner, LearnerState, Trajectory
+from jaxrl_async.types import Algorithm, HostHooks, Learner, LearnerState
 
 
 @struct.dataclass
@@ -96,10 +96,7 @@ def critic_loss_on_batch(nets: TD3Nets, critic_params, target_critic_params, tar
     next_q = nets.critic(target_critic_params, batch["bootstrap_obs"], next_action)
     target = critic_target(batch["n_step_return"], batch["discount"], next_q)
     q = nets.critic(critic_params, batch["obs"], nets.to_unit(batch["action"]))
-    loss = critic_loss(q, target, batch.get("weight"))
-    # the twins' mean |TD error| per transition: prioritised replay's new priorities
-    td_abs = jnp.mean(jnp.abs(q - jax.lax.stop_gradient(target)[None]), axis=0)
-    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target), "td_abs": td_abs}
+    return twin_critic_loss(q, target, batch.get("weight"))
 
 
 def actor_loss_on_batch(nets: TD3Nets, actor_params, critic_params, batch: dict) -> jax.Array:
@@ -113,51 +110,26 @@ def is_delayed_step(gradient_steps_before: jax.Array, policy_delay: int) -> jax.
     return (gradient_steps_before + 1) % policy_delay == 0
 
 
-def polyak(online, target, tau: float):
-    """target <- tau online + (1 - tau) target, leaf by leaf."""
-    return jax.tree.map(lambda o, t: tau * o + (1.0 - tau) * t, online, target)
-
-
 def make_td3(cfg, replay_cfg, td3_cfg, policy: Policy, nets: TD3Nets, *, num_updates: int, num_envs: int,
              num_steps: int) -> Algorithm:
     """TD3 over rollouts of `num_steps` x `num_envs`; its `LearnerState.extra` is a `ReplayState`
     whose `nets` are `TD3Targets`, and its `opt_state` a dict of Adam states (`actor`, `critic`).
-
-    Args:
-      cfg: the learner config (learning_rate, anneal_lr, gamma, max_grad_norm).
-      replay_cfg: `config.ReplayConfig`.
-      td3_cfg: `config.TD3Config`.
-      policy, nets: the actor policy and TD3's networks (`nets.td3.make_td3_policy`).
-      num_updates: iterations in the run (for the learning-rate annealing).
-      num_envs, num_steps: the rollout's B and T.
+    The arguments are `sac.make_sac`'s, with `td3_cfg` (`config.TD3Config`) for `sac_cfg` and
+    TD3's networks (`nets.td3.make_td3_policy`).
     """
     optimizer = make_optimizer(cfg.max_grad_norm)
-    buffer_shape = dict(obs_shape=policy.obs_shape, action_shape=policy.action_shape, action_dtype=jnp.float32,
-                        num_envs=num_envs, num_steps=num_steps)
-    new_buffer(replay_cfg, **buffer_shape)  # a capacity below one rollout fails here, not at init
 
-    def init(key: jax.Array, hparams: LearnerHyperparams | None = None) -> LearnerState:
-        key, actor_key, critic_key = jax.random.split(key, 3)
-        params = policy.init(actor_key)
-        critic = nets.init_critic(critic_key)
+    def own(params, critic):
         opt_state = dict(actor=optimizer.init(params.actor), critic=optimizer.init(critic))
-        targets = TD3Targets(critic=critic, target_critic=critic, target_actor=params.actor)
-        return LearnerState(params=params, opt_state=opt_state, key=key, update_count=jnp.zeros((), jnp.int32),
-                            hparams=LearnerHyperparams.from_config(cfg) if hparams is None else hparams,
-                            extra=ReplayState(nets=targets, buffer=new_buffer(replay_cfg, **buffer_shape),
-                                              gradient_steps=jnp.zeros((), jnp.int32)))
+        return TD3Targets(critic=critic, target_critic=critic, target_actor=params.actor), opt_state
 
-    def adam_step(params, grads, opt_state, learning_rate):
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return sgd_step(params, updates, learning_rate), opt_state
+    def gradient_step_for(start: UpdateStart):
+        learning_rate = start.learning_rate
 
-    def update(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, dict]:
-        start = begin_update(state, trajectory, cfg, replay_cfg, num_updates=num_updates)
-        buffer, learning_rate = start.buffer, start.learning_rate
-
-        def actor_step(actor, critic, targets, actor_opt, batch):
-            loss, grads = jax.value_and_grad(lambda a: actor_loss_on_batch(nets, a, critic, batch))(actor)
-            actor, actor_opt = adam_step(actor, grads, actor_opt, learning_rate)
+        def delayed_step(actor, critic, targets, actor_opt, batch):
+            actor, actor_opt, loss, _, grads = actor_step(
+                optimizer, lambda a: (actor_loss_on_batch(nets, a, critic, batch), None), actor, actor_opt,
+                learning_rate)
             targets = TD3Targets(critic=critic, target_critic=polyak(critic, targets.target_critic, td3_cfg.target_tau),
                                  target_actor=polyak(actor, targets.target_actor, td3_cfg.target_tau))
             return actor, targets, actor_opt, loss, global_norm(grads)
@@ -166,25 +138,18 @@ def make_td3(cfg, replay_cfg, td3_cfg, policy: Policy, nets: TD3Nets, *, num_upd
             # the actor and the targets wait for the next delayed step
             return actor, targets.replace(critic=critic), actor_opt, jnp.zeros(()), jnp.zeros(())
 
-        def gradient_step(carry, step_key):
-            actor, targets, opt_state, steps_before, (priorities, max_priority) = carry
+        def gradient_step(carry: StepCarry, step_key):
+            targets, opt_state = carry.nets, carry.opt_state
             sample_key, noise_key = jax.random.split(step_key)
-            view = buffer.replace(priorities=priorities, max_priority=max_priority)  # None: uniform
-            batch = replay.sample(view, sample_key, batch_size=replay_cfg.replay_batch_size,
-                                  n_step=replay_cfg.n_step, gamma=cfg.gamma, weight_exponent=start.weight_exponent)
-            critic_grads, metrics = jax.grad(
-                lambda c: critic_loss_on_batch(nets, c, targets.target_critic, targets.target_actor, batch,
-                                               noise_key, td3_cfg.target_noise, td3_cfg.target_noise_clip),
-                has_aux=True)(targets.critic)
-            td_abs = metrics.pop("td_abs")
-            if replay_cfg.prioritised:  # prioritised replay weights the critics' loss only, not the actor's
-                view = replay.update_priorities(view, batch["row"], batch["env"], td_abs,
-                                                exponent=replay_cfg.priority_exponent,
-                                                epsilon=replay_cfg.priority_epsilon)
-            critic, critic_opt = adam_step(targets.critic, critic_grads, opt_state["critic"], learning_rate)
-            delayed = is_delayed_step(steps_before, td3_cfg.policy_delay)
+            view, batch = sample_batch(start.buffer, carry, sample_key, replay_cfg, gamma=cfg.gamma,
+                                       weight_exponent=start.weight_exponent)
+            critic, critic_opt, critic_grads, metrics, view = critic_step(
+                optimizer, lambda c: critic_loss_on_batch(nets, c, targets.target_critic, targets.target_actor, batch,
+                                                          noise_key, td3_cfg.target_noise, td3_cfg.target_noise_clip),
+                targets.critic, opt_state["critic"], learning_rate, view, batch, replay_cfg)
+            delayed = is_delayed_step(carry.gradient_steps, td3_cfg.policy_delay)
             actor, targets, actor_opt, loss_pi, actor_grad_norm = jax.lax.cond(
-                delayed, actor_step, hold, actor, critic, targets, opt_state["actor"], batch)
+                delayed, delayed_step, hold, carry.actor, critic, targets, opt_state["actor"], batch)
             opt_state = dict(actor=actor_opt, critic=critic_opt)
             # `loss` and `grad_norm`, which every learner reports (the divergence check reads them):
             # the critics' and the actor's together
@@ -193,28 +158,13 @@ def make_td3(cfg, replay_cfg, td3_cfg, policy: Policy, nets: TD3Nets, *, num_upd
                        "grad_norm": jnp.sqrt(critic_grad_norm**2 + actor_grad_norm**2), "actor_loss": loss_pi,
                        "critic_grad_norm": critic_grad_norm, "actor_grad_norm": actor_grad_norm,
                        "actor_updates": delayed.astype(jnp.float32)}
-            priority_state = (view.priorities, view.max_priority)
-            return (actor, targets, opt_state, steps_before + 1, priority_state), metrics
+            return carry.after(view, actor=actor, nets=targets, opt_state=opt_state), metrics
 
-        carry = (state.params.actor, state.extra.nets, state.opt_state, state.extra.gradient_steps,
-                 (buffer.priorities, buffer.max_priority))
-        carry, metrics, ready = learn_once_ready(gradient_step, carry, start, replay_cfg, num_envs=num_envs)
-        actor, targets, opt_state, gradient_steps, (priorities, max_priority) = carry
-        buffer = buffer.replace(priorities=priorities, max_priority=max_priority)
-        acted_randomly = state.params.random_actions  # how this fragment was collected
-        params = state.params.replace(actor=actor, random_actions=gradient_steps == 0)
-        state = state.replace(params=params, opt_state=opt_state, key=start.key, update_count=state.update_count + 1,
-                              extra=ReplayState(nets=targets, buffer=buffer, gradient_steps=gradient_steps))
-        metrics = {**metrics, "learning_rate": learning_rate, "random_actions": acted_randomly.astype(jnp.float32),
-                   **replay_metrics(buffer, ready, replay_cfg, num_envs=num_envs)}
-        return state, metrics
+        return gradient_step
 
-    def behaviour(params, env_steps):
-        # the warm-up ends with the first update that finds learning_starts transitions, which
-        # params a version behind do not know yet (async lag >= 1)
-        return params.replace(random_actions=params.random_actions & (env_steps < replay_cfg.learning_starts))
-
-    return Algorithm(init, update, behaviour, host=td3_host_hooks(replay_cfg))
+    return make_replay_actor_critic(cfg, replay_cfg, policy, nets.init_critic, own, gradient_step_for,
+                                    host=td3_host_hooks(replay_cfg), num_updates=num_updates, num_envs=num_envs,
+                                    num_steps=num_steps)
 
 
 ACTOR_METRICS = ("actor_loss", "actor_grad_norm")
@@ -238,8 +188,7 @@ def td3_host_hooks(replay_cfg) -> HostHooks:
 
 def _networks(cfg, obs_shape, action_space):
     policy, nets = make_td3_policy(cfg.network, obs_shape, action_space, cfg.td3.exploration_noise)
-    return policy, nets._replace(actor=at_matmul_precision(nets.actor, cfg.matmul_precision),
-                                 critic=at_matmul_precision(nets.critic, cfg.matmul_precision))
+    return policy, at_precision(nets, cfg.matmul_precision)
 
 
 def _make(cfg, policy, nets, speed: SpeedSettings) -> Algorithm:
