@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import os
 import signal
+import sys
 import threading
 import time
 from typing import Any, Callable, Iterator
@@ -278,15 +279,20 @@ class Run:
         """Name a compile as it starts and, with its seconds, as it ends: on the console, and in the
         next metrics line's `compiled` list (`{"program": ..., "seconds": ...}`). No compile passes
         silently: a suite's programs take minutes on a small CPU."""
-        if self._console:
-            print(f"compiling {program}...", flush=True)
+        self._say(f"compiling {program}...")
         start = time.perf_counter()
         yield
         seconds = time.perf_counter() - start
         with self._compiled_lock:
             self._compiled.append({"program": program, "seconds": seconds})
+        self._say(f"compiled {program} in {seconds:.1f} s")
+
+    def _say(self, line: str) -> None:
+        """One console line in one write: `print` writes the text and its newline apart, so two
+        threads' lines ran together."""
         if self._console:
-            print(f"compiled {program} in {seconds:.1f} s", flush=True)
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
 
     def compile_evaluation(self, state: TrainState) -> None:
         """Compile the evaluation programs the run will use and run each once (results dropped):
