@@ -13,8 +13,27 @@ from jaxrl_async.trainer.runtime import configure_cpu_runtime
 
 configure_cpu_runtime(expose_cores=False)  # the device count comes from JAX_NUM_CPU_DEVICES
 
+import jax.numpy as jnp  # noqa: E402
+
 from jaxrl_async import TrainConfig, train  # noqa: E402
-from jaxrl_async.config import NetworkConfig
+from jaxrl_async.config import NetworkConfig  # noqa: E402
+from jaxrl_async.envs import make_env, register_env  # noqa: E402
+from jaxrl_async.envs.wrappers import Wrapper  # noqa: E402
+
+
+class EmptyLeaf(Wrapper):
+    """CartPole whose state also holds an empty array, as MJX's `Data` does (Brax, Playground)."""
+
+    def reset(self, key, params=None):
+        obs, state = self._env.reset(key, params)
+        return obs, (state, jnp.zeros((0, 3)))
+
+    def step(self, key, state, action, params=None):
+        obs, inner, *rest = self._env.step(key, state[0], action, params)
+        return (obs, (inner, state[1]), *rest)
+
+
+register_env("CartPole-EmptyLeaf", lambda: EmptyLeaf(make_env("CartPole-v1")[0].unwrapped))
 
 
 def run(base, tmp, name, **changes):
@@ -57,6 +76,11 @@ def main():
         train(cfg, console=False, stop_after_updates=4)
         resumed = train(cfg, console=False, resume=True).summary
         out["resume"] = {"identical": two["params_digest"] == resumed["params_digest"]}
+        # a state with an empty leaf, seeds over both devices, several calls of the loop: each call's
+        # empty outputs must come back on the sharding the next call was compiled for
+        for mode in ("fused", "async"):
+            empty, _ = run(base, tmp, f"empty_leaf_{mode}", env="CartPole-EmptyLeaf", num_seeds=2, devices=2, mode=mode)
+            out[f"{mode}/empty_leaf"] = {"layout": empty["sharding"], "env_steps": empty["env_steps"]}
         try:
             run(base, tmp, "too_many", devices=3)
         except ValueError as error:

@@ -70,3 +70,11 @@ def _copy(x):
     if isinstance(x, jax.Array) and (not x.is_fully_addressable or any(d.platform != "cpu" for d in x.devices())):
         return x.copy()
     return jax.device_put(x, may_alias=False)
+
+
+def put_empty_leaves(tree: Any, shardings: Any) -> Any:
+    """`tree` with each empty leaf (a dimension of size 0: MJX's `Data` has some) put on its
+    sharding in `shardings` (a matching tree). A program's empty outputs come back without the
+    sharding it was asked to give them, and the next call of a program compiled for that sharding
+    refuses them; an empty array costs nothing to move."""
+    return jax.tree.map(lambda x, sharding: jax.device_put(x, sharding) if x.size == 0 else x, tree, shardings)

@@ -31,7 +31,7 @@ from jaxrl_async.envs.wrappers import max_truncations as env_truncation_bound
 from jaxrl_async.core.exploration import check_correlation, initial_noise, next_noise
 from jaxrl_async.nets.actor_critic import Policy, reset_carry
 from jaxrl_async.envs.spaces import as_observation, map_shapes
-from jaxrl_async.core.programs import ProgramHook, keep_program, over_seeds, warm_up
+from jaxrl_async.core.programs import ProgramHook, keep_program, over_seeds, put_empty_leaves, warm_up
 from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, finish
 from jaxrl_async.rollout.evaluate import DeviceEvaluator, make_evaluator
 from jaxrl_async.types import RolloutState, Trajectory
@@ -218,7 +218,8 @@ class DeviceActor:
 
     def collect(self, params, rollout_state):
         if self._device is None:
-            return self._collect(params, rollout_state)
+            rollout_state, trajectory = self._collect(params, rollout_state)
+            return put_empty_leaves(rollout_state, self._learner_rollout_sharding), trajectory
         start = time.perf_counter()
         if params is not self._source:  # once per version: the store hands out the same object
             self._params, self._source = jax.device_put(self._pack_params(params), self._device), params

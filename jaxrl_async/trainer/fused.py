@@ -68,6 +68,7 @@ def train_fused(c: Components, run: Run, state: TrainState) -> tuple[TrainState,
     for point in run.schedule.remaining(done):
         start = time.perf_counter()
         state, sums, diagnostics = run_chunk(state, jnp.int32(point - done))
+        state = run.placement.keep_empty_leaves(state)
         sums, diagnostics = distributed.fetch((sums, diagnostics))  # all processes' seeds
         elapsed = time.perf_counter() - start
         train_s += elapsed
