@@ -197,7 +197,7 @@ def test_resume_without_the_buffer_refills_and_says_so(tiny_config, straight_run
 
 
 @pytest.mark.parametrize("flags, must_mention", [
-    (["--env", "CartPole-v1"], ["Box", "--algo dqn"]),
+    (["--env", "CartPole-v1"], ["Box", "use --algo ppo (or a2c, reinforce, impala, dqn, pqn)"]),
     (["--env", "Pendulum-v1", "--normalize-obs"], ["normalize_obs=True", "--no-normalize-obs"]),
     (["--env", "Pendulum-v1", "--tau", "0"], ["tau=0.0", "(0, 1]"]),
     (["--env", "Pendulum-v1", "--init-temperature", "-1"], ["init_temperature=-1.0", "> 0"]),

@@ -341,7 +341,7 @@ def test_correlated_exploration_noise_reaches_the_actions(tiny_config):
 
 # -- input errors, the preset ----------------------------------------------------------------------
 @pytest.mark.parametrize("flags, must_mention", [
-    (["--env", "CartPole-v1"], ["Box", "--algo dqn", "--algo pqn"]),
+    (["--env", "CartPole-v1"], ["Box", "use --algo ppo (or a2c, reinforce, impala, dqn, pqn)"]),
     (["--env", "Pendulum-v1", "--normalize-obs"], ["normalize_obs=True", "--no-normalize-obs"]),
     (["--env", "Pendulum-v1", "--policy-delay", "0"], ["policy_delay=0", ">= 1"]),
     (["--env", "Pendulum-v1", "--target-noise", "-0.1"], ["target_noise=-0.1", ">= 0"]),
