@@ -31,7 +31,7 @@ ITERATIONS_PER_CALL = 6  # log windows of 6, 6, 6, 4: an uneven last window too
 ASYNC_FIELDS = {"policy_lag", "learner_wait_s", "actor_wait_s", "rollout_s", "update_s", "env_s", "inference_s",
                 "transfer_s",
                 "updates_per_second", "samples_per_update"}
-TIMING_FIELDS = {"steps_per_second", "wall_s"} | ASYNC_FIELDS
+TIMING_FIELDS = {"steps_per_second", "wall_s", "compiled"} | ASYNC_FIELDS  # compiled: each compile's seconds
 
 
 def small_config(run_dir, **changes) -> TrainConfig:

@@ -36,9 +36,10 @@ from jaxrl_async.trainer.training import train
 NUM_UPDATES = 40
 STOP_AT = 20
 BATCH = 4 * 16  # num_envs * num_steps
-# Wall-clock fields: the only ones a resumed run may write differently.
+# Wall-clock fields: the only ones a resumed run may write differently (`compiled`: what compiled,
+# with its seconds, since the previous line).
 TIMING_FIELDS = {"steps_per_second", "wall_s", "updates_per_second", "learner_wait_s", "actor_wait_s",
-                 "rollout_s", "update_s"}
+                 "rollout_s", "update_s", "compiled"}
 EVAL_FIELDS = {f"eval_{what}_{stat}" for what in ("return", "length") for stat in ("mean", "std", "min", "max")} \
     | {"eval_episodes", "best_eval_return"}
 HINT = "  (--debug shows the traceback)"
