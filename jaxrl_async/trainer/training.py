@@ -107,7 +107,7 @@ def _train(cfg: TrainConfig, console: bool, hparams: Any, resume: bool, stop_aft
         print(f"placement: {placement.describe()}", flush=True)
     with Run.create(cfg, evaluation_program(c), placement, console=console, resume=saved, stop_after=stop_after_updates,
                     wall_start=wall_start, learner_host=c.algo.host, loop_phases=loop_phases) as run:
-        run.start_compiling_evaluation(state)  # beside the loop's compilation, which waits for it
+        run.start_compiling_evaluation(state)  # beside the loop, which waits for it at its first evaluation
         if cfg.mode == "fused":
             state, timing = train_fused(c, run, state)
         else:
