@@ -1,11 +1,12 @@
 """Our PPO beside Brax's own PPO trainer on the same Brax env and hyperparameters, alternated in one command.
 
-    python -m benchmarks.brax_ppo --brax-python /work/brax-peer-venv/bin/python --rounds 3
+    python -m benchmarks.brax_ppo --rounds 3
 
-The Brax side is `benchmarks/peers_brax.py`, run by a virtualenv of its own (Brax 0.14.2's trainer
-needs jax 0.9.2; docs/benchmarks.md says how to make it). Each run is a new process, ours then
-Brax's, `--rounds` times (A B A B: drift in this shared machine's speed hits both alike). Every
-run's figures go to one JSON line in `--out`; a table of medians is printed.
+The Brax side is `benchmarks/peers_brax.py`, run by this python (it shims the one call of Brax
+0.14.2's trainer that our jax lacks: its docstring) or by `--brax-python`, e.g. a virtualenv with
+jax 0.9.2. Each run is a new process, ours then Brax's, `--rounds` times (A B A B: drift in this
+shared machine's speed hits both alike). Every run's figures go to one JSON line in `--out`; a
+table of medians is printed.
 
 The case is Brax's published `inverted_pendulum` settings (`BRAX_SETTINGS` below), on the MJX backend
 both sides, at `--total-timesteps` env steps:
@@ -14,9 +15,11 @@ both sides, at `--total-timesteps` env steps:
   3e-4, entropy 0.01, clip 0.3, reward x10, normalised observations; its default networks
   (policy 4 x 32, value 5 x 256, swish), a tanh-squashed Gaussian.
 - ours: 2048 envs x 80 steps = the same 163,840 per update, GAE over the 80 steps, 32
-  minibatches, 4 epochs and the same coefficients, one 4 x 32 swish MLP size for the actor and
-  the critic, a Gaussian clipped to [-1, 1], gradients clipped at norm 1, no reward scaling, and
-  as Brax: a constant learning rate, the value loss unclipped.
+  minibatches, 4 epochs and the same coefficients, and as Brax's: the tanh-squashed Gaussian with
+  a state-dependent std (`--action-dist tanh_gaussian`), a 4 x 32 swish policy and a 5 x 256 swish
+  critic, rewards x10, a constant learning rate, the value loss unclipped; gradients clipped at
+  norm 1 (Brax's trainer clips none: Adam's steps hardly see a global rescale). These are the
+  env's preset (`jaxrl-async train --env brax:inverted_pendulum`).
 Figures: steps/s is training alone, no compilation, no evaluation (ours: summary.json's
 `steps_per_second`; Brax: the env steps of its epochs after the first over their time, since
 its first epoch's call holds the compilation); the return is the final greedy evaluation (ours 128
@@ -36,23 +39,20 @@ import tempfile
 
 from experiments.common import last_json
 from jaxrl_async.cli.flags import parse
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.trainer.presets import config_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BATCH = 2048 * 80  # env steps per update, both sides
-BRAX_SETTINGS = TrainConfig(
-    env="brax:inverted_pendulum", env_kwargs=("backend=mjx",), num_envs=2048, num_steps=80, normalize_obs=True,
-    network=NetworkConfig(hidden_sizes=(32, 32, 32, 32), activation="swish"),
-    learner=LearnerConfig(update_epochs=4, num_minibatches=32, learning_rate=3e-4, anneal_lr=False, gamma=0.97,
-                          gae_lambda=0.95, clip_eps=0.3, clip_value_loss=False, ent_coef=0.01, max_grad_norm=1.0))
+# the env's preset: Brax's published settings with Brax's policy (trainer/presets.py)
+BRAX_SETTINGS = config_for("brax:inverted_pendulum")
 
 
 @dataclasses.dataclass(frozen=True)
 class BraxPPOConfig:
     """Ours beside Brax's PPO trainer, alternated."""
 
-    brax_python: str = "/work/brax-peer-venv/bin/python"
-    """The Brax peer virtualenv's python (brax==0.14.2, jax==0.9.2)."""
+    brax_python: str = sys.executable
+    """The python that runs Brax's trainer (default: this one; any with brax==0.14.2)."""
     rounds: int = 3
     """Alternations: runs per side."""
     total_timesteps: int = 8 * BATCH

@@ -1,7 +1,10 @@
-"""Brax 0.14.2's own PPO trainer (`brax.training.agents.ppo.train`) timed on this machine: run by the
-Brax peer virtualenv's python (Brax 0.14.2's trainer calls `jax.device_put_replicated`, which
-jax 0.10 removed, so it needs jax 0.9.2 and cannot share our environment), driven by
+"""Brax 0.14.2's own PPO trainer (`brax.training.agents.ppo.train`) timed on this machine, driven by
 `benchmarks/brax_ppo.py`. This file imports nothing of ours.
+
+Brax 0.14.2's trainer calls `jax.device_put_replicated`, which jax 0.10 removed: where this jax lacks
+it, this file puts back an equivalent (`_device_put_replicated`: each leaf stacked once per device,
+laid over them as `pmap` takes it), so the trainer runs on our own jax, on the CPU and on a GPU alike.
+The shim is this runner's alone, never our package's. A virtualenv with jax 0.9.2 needs no shim.
 
 usage: python benchmarks/peers_brax.py PRESET TOTAL_TIMESTEPS SEED NUM_EPOCHS
   PRESET: a key of PRESETS;  NUM_EPOCHS: Brax's training epochs (`num_evals - 1`), >= 2
@@ -18,8 +21,23 @@ import sys
 import time
 
 import jax
-from brax import envs
-from brax.training.agents.ppo import train as ppo
+import numpy as np
+
+
+def _device_put_replicated(tree, devices):
+    """`jax.device_put_replicated` as jax < 0.10 had it, which Brax 0.14.2's trainers call: each leaf
+    stacked once per device on a new leading axis, that axis laid over `devices` (what `pmap` takes)."""
+    sharding = jax.sharding.NamedSharding(jax.sharding.Mesh(np.asarray(devices), ("devices",)),
+                                          jax.sharding.PartitionSpec("devices"))
+    return jax.tree.map(lambda x: jax.device_put(np.stack([np.asarray(x)] * len(devices)), sharding), tree)
+
+
+# the shim, only where this jax lacks the call (jax >= 0.10): then Brax's trainer runs on our own jax
+if not hasattr(jax, "device_put_replicated"):
+    jax.device_put_replicated = _device_put_replicated
+
+from brax import envs  # noqa: E402
+from brax.training.agents.ppo import train as ppo  # noqa: E402
 
 PRESETS = {
     # Brax's published inverted_pendulum settings (its training notebook), on the MJX backend
