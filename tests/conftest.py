@@ -132,8 +132,9 @@ def pytest_pycollect_makemodule(module_path, parent):
     return _ModuleNeedingExtras.from_parent(parent, path=module_path)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_pyfunc_call(pyfuncitem):
+def _skip_where_an_extra_is_missing():
+    """A hook wrapper: the wrapped call's error, where a missing optional package caused it, as a
+    skip naming its pip line. It takes none of the hook's arguments (pluggy passes those named)."""
     try:
         return (yield)
     except (ImportError, ValueError) as error:
@@ -143,15 +144,9 @@ def pytest_pyfunc_call(pyfuncitem):
         pytest.skip(reason)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(fixturedef, request):
-    try:
-        return (yield)
-    except (ImportError, ValueError) as error:
-        reason = missing_extra(error)
-        if reason is None:
-            raise
-        pytest.skip(reason)
+# a test's call and a fixture's setup alike
+pytest_pyfunc_call = pytest.hookimpl(wrapper=True)(_skip_where_an_extra_is_missing)
+pytest_fixture_setup = pytest.hookimpl(wrapper=True)(_skip_where_an_extra_is_missing)
 
 
 def pytest_configure(config):
