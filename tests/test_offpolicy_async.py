@@ -32,7 +32,7 @@ LEARNING_FROM = 7  # the first update (from 0) that learns: its fragment brings 
 # fields of a metrics line that are timings (or only the async mode has)
 TIMINGS = {"steps_per_second", "wall_s", "gradient_steps_per_second", "policy_lag", "learner_wait_s",
            "actor_wait_s", "rollout_s", "update_s", "env_s", "inference_s", "transfer_s", "updates_per_second",
-           "samples_per_update"}
+           "samples_per_update", "compiled"}  # compiled: each compile's seconds
 
 
 def small_cartpole(tiny_config, **overrides) -> TrainConfig:
