@@ -33,7 +33,7 @@ import optax
 
 from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.algorithms.replay.learner import (ReplayState, begin_update, host_hooks, learn_once_ready,
-                                                   new_buffer, replay_metrics)
+                                                   new_buffer, polyak, replay_metrics)
 from jaxrl_async.algorithms.sgd import LearnerHyperparams
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision, observed_legal_actions
 from jaxrl_async.nets.q import make_q_policy
@@ -128,10 +128,8 @@ def make_dqn(cfg, replay_cfg, dqn_cfg, policy: Policy, q_values: Callable, *, nu
             network = sgd_step(network, updates, learning_rate)
             gradient_steps = gradient_steps + 1
             due = gradient_steps % dqn_cfg.target_update_period == 0
-            target_network = jax.tree.map(
-                lambda online, target: jnp.where(due, dqn_cfg.target_update_tau * online
-                                                 + (1.0 - dqn_cfg.target_update_tau) * target, target),
-                network, target_network)
+            target_network = jax.tree.map(lambda new, old: jnp.where(due, new, old),
+                                          polyak(network, target_network, dqn_cfg.target_update_tau), target_network)
             carry = (network, target_network, opt_state, gradient_steps, (view.priorities, view.max_priority))
             return carry, {**metrics, "grad_norm": global_norm(grads)}
 

@@ -39,8 +39,7 @@ from flax import struct
 from jaxrl_async.algorithms.replay.actor_critic import (StepCarry, actor_step, apply_gradients, at_precision,
                                                         critic_step, make_replay_actor_critic, sample_batch,
                                                         twin_critic_loss)
-from jaxrl_async.algorithms.replay.learner import UpdateStart, host_hooks
-from jaxrl_async.algorithms.replay.targets import polyak
+from jaxrl_async.algorithms.replay.learner import UpdateStart, host_hooks, polyak
 from jaxrl_async.core.optimizer import global_norm, make_optimizer
 from jaxrl_async.nets.actor_critic import Policy
 from jaxrl_async.nets.sac import SACNets, make_sac_policy

@@ -1,5 +1,6 @@
-"""What the off-policy learners (dqn, sac) share: the replay state beside their own networks, the
-update's steps around their gradient steps, and the host-side hooks for their buffer.
+"""What the off-policy learners (dqn, sac, td3) share: the replay state beside their own networks,
+the update's steps around their gradient steps, the target networks' step (`polyak`), and the
+host-side hooks for their buffer.
 
     extra = ReplayState(nets=target_network, buffer=new_buffer(...), gradient_steps=0)
     start = begin_update(learner, trajectory, ...)       # add the fragment, split the key
@@ -168,3 +169,11 @@ def host_hooks(replay_cfg) -> HostHooks:
         return rest.replace(extra=rest.extra.replace(buffer=buffer))
 
     return HostHooks(for_checkpoint=for_checkpoint, restore=restore, donated=(split, join), figures=_figures)
+
+
+def polyak(online: Any, target: Any, tau: float) -> Any:
+    """A target network's step, target <- tau online + (1 - tau) target, leaf by leaf (`tau` 1 copies
+    the online params): the slowly moving copy a replay learner bootstraps from, so that its
+    regression target does not chase the network being fitted (Mnih et al. 2015; Lillicrap et al.
+    2016 for the soft update)."""
+    return jax.tree.map(lambda o, t: tau * o + (1.0 - tau) * t, online, target)
