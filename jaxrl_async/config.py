@@ -607,11 +607,11 @@ class TrainConfig:
 
 
 # -- Speed settings per backend: how the loops of a run are laid out, never what they compute --
-# On a GPU an iteration is thousands of ~1 us kernels and every trip of a `lax.scan` / `while_loop`
-# costs launches of its own, so unrolling the rollout's scan and computing GAE's recursion as one
-# matrix product pay; on the CPU the same changes only add compile time. A field left at 'auto'
-# takes its backend's value below; results agree to float rounding whatever is chosen (tested).
-# The measurements behind the values: docs/benchmarks.md, "Speed defaults".
+# On a GPU an iteration is thousands of tiny kernels, bound by their launches, and every trip of a
+# `lax.scan` / `while_loop` costs launches of its own, so unrolling the rollout's scan and computing
+# GAE's recursion as one matrix product pay; on the CPU the same changes only add compile time. A
+# field left at 'auto' takes its backend's value below; results agree to float rounding whatever is
+# chosen (tested). The measurements behind the values: docs/benchmarks.md, "Speed defaults".
 
 
 @dataclasses.dataclass(frozen=True)

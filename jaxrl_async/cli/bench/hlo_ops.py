@@ -1,6 +1,6 @@
 """Count what a compiled program launches: the ops of its optimised HLO, loops multiplied out.
 
-On a GPU an iteration of the trainer is thousands of ~1 us kernels, so its speed follows the
+On a GPU an iteration of the trainer is thousands of tiny kernels, so its speed follows the
 number of kernels (fusions, library calls, copies) it launches more than its FLOPs. The count
 comes from the optimised HLO that XLA actually runs, so it shows a change's effect on any
 machine: a fusion, a custom call (a library matmul), a copy or any other unfused instruction is
