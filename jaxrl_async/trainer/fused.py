@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_async.core.programs import over_seeds, warm_up
+from jaxrl_async.core.programs import over_seeds, put_empty_leaves, warm_up
 from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer.build import Components, run_iterations
 from jaxrl_async.trainer.run import TRAINING_LOOP, Run, Window
@@ -60,15 +60,16 @@ def train_fused(c: Components, run: Run, state: TrainState) -> tuple[TrainState,
     """Train from `run.start_update` to the end of the schedule (or a stop); returns the state
     and the loop's timings (`compile_s`, `train_s`) and `updates_done`."""
     compile_start = time.perf_counter()
+    shardings = run.placement.shardings(state)
     with run.compiling(TRAINING_LOOP):
-        run_chunk = compile_fused(c, state, run.placement.shardings(state))
+        run_chunk = compile_fused(c, state, shardings)
     run.loop_compiled()  # the evaluation compiles on, on copies: the first call gives the state away
     compile_s = time.perf_counter() - compile_start
     train_s, done = 0.0, run.start_update
     for point in run.schedule.remaining(done):
         start = time.perf_counter()
         state, sums, diagnostics = run_chunk(state, jnp.int32(point - done))
-        state = run.placement.keep_empty_leaves(state)
+        state = put_empty_leaves(state, shardings)  # where the next call was compiled to find them
         sums, diagnostics = distributed.fetch((sums, diagnostics))  # all processes' seeds
         elapsed = time.perf_counter() - start
         train_s += elapsed

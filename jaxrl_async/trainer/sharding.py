@@ -35,7 +35,6 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxrl_async.core.programs import put_empty_leaves
 from jaxrl_async.types import TrainState
 
 AXIS = "shard"
@@ -123,12 +122,6 @@ class Placement:
 
     def place(self, state: TrainState) -> TrainState:
         return jax.device_put(state, self.shardings(state))
-
-    def keep_empty_leaves(self, state: TrainState) -> TrainState:
-        """`state` with each empty leaf (a dimension of size 0: MJX's `Data` has some) put back on
-        its sharding. A program's empty outputs come back without the sharding it was given, which
-        the next call of a program compiled for it refuses; an empty array costs nothing to move."""
-        return state if self.layout == "single" else put_empty_leaves(state, self.shardings(state))
 
     def describe(self) -> str:
         if self.layout == "single":
