@@ -44,7 +44,9 @@ from typing import Literal
 from experiments import dqn_cartpole
 from experiments.common import last_json
 from jaxrl_async.trainer import presets
-from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig, ReplayConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig, ReplayConfig
+from jaxrl_async.algorithms.dqn_config import DQNConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.cli.flags import parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))

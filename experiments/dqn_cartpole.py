@@ -29,7 +29,8 @@ import numpy as np
 from experiments.common import (StudyArgs, greedy_summary, parse_args, print_table, run_comparison, run_script,
                                  run_study)
 from jaxrl_async import TrainConfig
-from jaxrl_async.config import DQNConfig, LearnerConfig, NetworkConfig, ReplayConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig, ReplayConfig
+from jaxrl_async.algorithms.dqn_config import DQNConfig
 
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult

@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--update-epochs", type=int, default=4, help="overlap/actors: PPO epochs (the update's cost)")
     parser.add_argument("--run-dir", default=None)
     args = parser.parse_args(argv)
-    from jaxrl_async.config import LearnerConfig, TrainConfig
+    from jaxrl_async.config import LearnerConfig
+    from jaxrl_async import TrainConfig
 
     out_dir = args.run_dir or os.path.join("runs", f"host_envs-{args.case}-{time.strftime('%Y%m%d-%H%M%S')}")
     os.makedirs(out_dir, exist_ok=True)

@@ -36,7 +36,8 @@ import numpy as np
 
 from experiments.common import (COMPARISON_FILE, curve_from_metrics, default_run_dir, last_json, plot_curves,
                                 print_table, run_script)
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig
+from jaxrl_async import TrainConfig
 
 # a metrics line (a point of our curve) every 5 rollouts, 10,240 steps
 CONFIG = TrainConfig(env="gymnasium:HalfCheetah-v5", mode="async", lag="0", num_envs=1, num_steps=2048,

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "LearnerConfig": "jaxrl_async.config",
     "NetworkConfig": "jaxrl_async.config",
-    "TrainConfig": "jaxrl_async.config",
+    "TrainConfig": "jaxrl_async.algorithms",
     "TrainResult": "jaxrl_async.trainer.training",
     "train": "jaxrl_async.trainer.training",
     "sweep_hparams": "jaxrl_async.algorithms",

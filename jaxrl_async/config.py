@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Literal
+from typing import ClassVar, Literal
 
 
 
-def _check(condition: bool, field: str, value, allowed: str) -> None:
+def require(condition: bool, field: str, value, allowed: str) -> None:
     """The configs' one validation rule: an invalid value raises `ValueError` naming the field,
     the value and what is allowed."""
     if not condition:
@@ -51,8 +51,6 @@ def host_env_kind(env_id: str) -> str | None:
     return next((prefix for prefix in HOST_ENV_PREFIXES if str(env_id).startswith(prefix)), None)
 
 
-# The learners' names, as `--algo` takes them (the registry: `algorithms/__init__.py`)
-ALGORITHMS = ("ppo", "a2c", "reinforce", "impala", "dqn", "sac", "td3", "pqn")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "elu")
 ACTION_DISTS = ("gaussian", "tanh_gaussian")
 MATMUL_PRECISIONS = ("default", "float32", "tensorfloat32", "bfloat16")
@@ -82,22 +80,22 @@ class NetworkConfig:
     """Units of the recurrent core."""
 
     def __post_init__(self):
-        _check(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
-               "hidden_sizes", self.hidden_sizes, "give one or more positive layer widths, e.g. 64 64")
-        _check(self.activation in ACTIVATIONS, "activation", self.activation, f"choose one of {ACTIVATIONS}")
-        _check(self.torso in ("auto", "mlp", "cnn"), "torso", self.torso, "choose auto, mlp or cnn")
-        _check(self.core in ("none", "gru", "lstm"), "core", self.core, "choose none, gru or lstm")
-        _check(self.core_size >= 1, "core_size", self.core_size, "must be >= 1")
+        require(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
+                "hidden_sizes", self.hidden_sizes, "give one or more positive layer widths, e.g. 64 64")
+        require(self.activation in ACTIVATIONS, "activation", self.activation, f"choose one of {ACTIVATIONS}")
+        require(self.torso in ("auto", "mlp", "cnn"), "torso", self.torso, "choose auto, mlp or cnn")
+        require(self.core in ("none", "gru", "lstm"), "core", self.core, "choose none, gru or lstm")
+        require(self.core_size >= 1, "core_size", self.core_size, "must be >= 1")
         for name in ("policy_hidden_sizes", "value_hidden_sizes"):
             sizes = getattr(self, name)
-            _check(sizes is None or (len(sizes) >= 1 and all(h >= 1 for h in sizes)), name, sizes,
-                   "give one or more positive layer widths, e.g. 32 32 32 32, or leave it unset (hidden_sizes)")
-            _check(sizes is None or self.core == "none", name, sizes,
-                   f"a recurrent core (core={self.core!r}) shares one torso between the actor and the critic: "
-                   "set hidden_sizes, not separate towers")
-        _check(self.action_dist in ACTION_DISTS, "action_dist", self.action_dist, f"choose one of {ACTION_DISTS}")
-        _check(math.isfinite(self.min_std) and self.min_std > 0, "min_std", self.min_std,
-               "must be a finite number > 0 (Brax's: 0.001)")
+            require(sizes is None or (len(sizes) >= 1 and all(h >= 1 for h in sizes)), name, sizes,
+                    "give one or more positive layer widths, e.g. 32 32 32 32, or leave it unset (hidden_sizes)")
+            require(sizes is None or self.core == "none", name, sizes,
+                    f"a recurrent core (core={self.core!r}) shares one torso between the actor and the critic: "
+                    "set hidden_sizes, not separate towers")
+        require(self.action_dist in ACTION_DISTS, "action_dist", self.action_dist, f"choose one of {ACTION_DISTS}")
+        require(math.isfinite(self.min_std) and self.min_std > 0, "min_std", self.min_std,
+                "must be a finite number > 0 (Brax's: 0.001)")
 
     @property
     def policy_sizes(self) -> tuple[int, ...]:
@@ -167,59 +165,59 @@ class LearnerConfig:
     """IMPALA: V-trace's clipping of the importance ratio in the policy gradient."""
 
     def __post_init__(self):
-        _check(self.update_epochs >= 1, "update_epochs", self.update_epochs, "must be >= 1")
-        _check(self.num_minibatches >= 1, "num_minibatches", self.num_minibatches, "must be >= 1")
-        _check(math.isfinite(self.learning_rate) and self.learning_rate > 0,
-               "learning_rate", self.learning_rate, "must be a finite number > 0")
-        _check(0.0 <= self.gamma <= 1.0, "gamma", self.gamma, "must be in [0, 1]")
-        _check(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", self.reward_scale,
-               "must be a finite number > 0 (1: the env's own rewards)")
-        _check(0.0 <= self.gae_lambda <= 1.0, "gae_lambda", self.gae_lambda, "must be in [0, 1]")
-        _check(self.clip_eps > 0, "clip_eps", self.clip_eps, "must be > 0")
-        _check(self.ent_coef >= 0, "ent_coef", self.ent_coef, "must be >= 0")
-        _check(self.vf_coef >= 0, "vf_coef", self.vf_coef, "must be >= 0")
-        _check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "must be > 0")
-        _check(self.clip_rho_threshold > 0, "clip_rho_threshold", self.clip_rho_threshold, "must be > 0")
-        _check(self.clip_pg_rho_threshold > 0, "clip_pg_rho_threshold", self.clip_pg_rho_threshold, "must be > 0")
+        require(self.update_epochs >= 1, "update_epochs", self.update_epochs, "must be >= 1")
+        require(self.num_minibatches >= 1, "num_minibatches", self.num_minibatches, "must be >= 1")
+        require(math.isfinite(self.learning_rate) and self.learning_rate > 0,
+                "learning_rate", self.learning_rate, "must be a finite number > 0")
+        require(0.0 <= self.gamma <= 1.0, "gamma", self.gamma, "must be in [0, 1]")
+        require(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", self.reward_scale,
+                "must be a finite number > 0 (1: the env's own rewards)")
+        require(0.0 <= self.gae_lambda <= 1.0, "gae_lambda", self.gae_lambda, "must be in [0, 1]")
+        require(self.clip_eps > 0, "clip_eps", self.clip_eps, "must be > 0")
+        require(self.ent_coef >= 0, "ent_coef", self.ent_coef, "must be >= 0")
+        require(self.vf_coef >= 0, "vf_coef", self.vf_coef, "must be >= 0")
+        require(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "must be > 0")
+        require(self.clip_rho_threshold > 0, "clip_rho_threshold", self.clip_rho_threshold, "must be > 0")
+        require(self.clip_pg_rho_threshold > 0, "clip_pg_rho_threshold", self.clip_pg_rho_threshold, "must be > 0")
 
 
 @dataclasses.dataclass(frozen=True)
 class ReplayConfig:
-    """The replay buffer of the off-policy learners (--algo dqn, sac, td3): one buffer, one set
-    of flags for all."""
+    """The replay buffer of the learners that learn from one (`LearnerSpec.replay`: dqn, sac, td3):
+    one buffer, one set of flags for all."""
 
     replay_capacity: int = 100_000
-    """DQN, SAC, TD3: transitions the replay buffer holds per seed (rounded down to whole rows of num_envs)."""
+    """Transitions the replay buffer holds per seed (rounded down to whole rows of num_envs)."""
     learning_starts: int = 10_000
-    """DQN, SAC, TD3: transitions in the buffer before the first gradient step (a resume without the buffer waits again)."""
+    """Transitions in the buffer before the first gradient step (a resume without the buffer waits again)."""
     replay_ratio: int = 1
-    """DQN, SAC, TD3: gradient steps per iteration, i.e. per num_envs*num_steps env steps added to the buffer."""
+    """Gradient steps per iteration, i.e. per num_envs*num_steps env steps added to the buffer."""
     replay_batch_size: int = 128
-    """DQN, SAC, TD3: transitions sampled (uniformly, or by priority: priority_exponent) per gradient step."""
+    """Transitions sampled (uniformly, or by priority: priority_exponent) per gradient step."""
     n_step: int = 1
-    """DQN, SAC, TD3: steps in the return before bootstrapping (cut at terminations and time limits)."""
+    """Steps in the return before bootstrapping (cut at terminations and time limits)."""
     checkpoint_replay: bool = False
-    """DQN, SAC, TD3: save the replay buffer in checkpoints (a resume is then bit-identical; without it the buffer refills)."""
+    """Save the replay buffer in checkpoints (a resume is then bit-identical; without it the buffer refills)."""
     priority_exponent: float = 0.0
-    """DQN, SAC, TD3: prioritised replay's alpha: transitions are drawn in proportion to (|TD error| + priority_epsilon)^alpha (Schaul et al. 2016, proportional; 0.6 is the paper's); 0 draws uniformly, exactly as without prioritised replay."""
+    """Prioritised replay's alpha: transitions are drawn in proportion to (|TD error| + priority_epsilon)^alpha (Schaul et al. 2016, proportional; 0.6 is the paper's); 0 draws uniformly, exactly as without prioritised replay."""
     priority_weight_exponent: float = 0.4
-    """DQN, SAC, TD3: prioritised replay's beta, the importance-sampling exponent at the start of the run, annealed linearly to 1 at its end; the loss of each sampled transition is weighted by (N P)^-beta / max over the batch (unused when priority_exponent is 0)."""
+    """Prioritised replay's beta, the importance-sampling exponent at the start of the run, annealed linearly to 1 at its end; the loss of each sampled transition is weighted by (N P)^-beta / max over the batch (unused when priority_exponent is 0)."""
     priority_epsilon: float = 1e-6
-    """DQN, SAC, TD3: added to |TD error| before the exponent, so no written transition's priority is 0 (unused when priority_exponent is 0)."""
+    """Added to |TD error| before the exponent, so no written transition's priority is 0 (unused when priority_exponent is 0)."""
 
     def __post_init__(self):
-        _check(self.replay_capacity >= 1, "replay_capacity", self.replay_capacity, "must be >= 1")
-        _check(self.learning_starts >= 1, "learning_starts", self.learning_starts,
-               "must be >= 1 (the first gradient step needs a transition to sample)")
-        _check(self.replay_ratio >= 1, "replay_ratio", self.replay_ratio, "must be >= 1 gradient step per iteration")
-        _check(self.replay_batch_size >= 1, "replay_batch_size", self.replay_batch_size, "must be >= 1")
-        _check(self.n_step >= 1, "n_step", self.n_step, "must be >= 1")
-        _check(math.isfinite(self.priority_exponent) and self.priority_exponent >= 0, "priority_exponent",
-               self.priority_exponent, "must be a finite number >= 0 (0: uniform replay; 0.6: the paper's)")
-        _check(0.0 <= self.priority_weight_exponent <= 1.0, "priority_weight_exponent",
-               self.priority_weight_exponent, "must be in [0, 1] (it is annealed from there to 1; 0.4: the paper's)")
-        _check(math.isfinite(self.priority_epsilon) and self.priority_epsilon > 0, "priority_epsilon",
-               self.priority_epsilon, "must be a finite number > 0, so no transition's priority is 0 (e.g. 1e-6)")
+        require(self.replay_capacity >= 1, "replay_capacity", self.replay_capacity, "must be >= 1")
+        require(self.learning_starts >= 1, "learning_starts", self.learning_starts,
+                "must be >= 1 (the first gradient step needs a transition to sample)")
+        require(self.replay_ratio >= 1, "replay_ratio", self.replay_ratio, "must be >= 1 gradient step per iteration")
+        require(self.replay_batch_size >= 1, "replay_batch_size", self.replay_batch_size, "must be >= 1")
+        require(self.n_step >= 1, "n_step", self.n_step, "must be >= 1")
+        require(math.isfinite(self.priority_exponent) and self.priority_exponent >= 0, "priority_exponent",
+                self.priority_exponent, "must be a finite number >= 0 (0: uniform replay; 0.6: the paper's)")
+        require(0.0 <= self.priority_weight_exponent <= 1.0, "priority_weight_exponent",
+                self.priority_weight_exponent, "must be in [0, 1] (it is annealed from there to 1; 0.4: the paper's)")
+        require(math.isfinite(self.priority_epsilon) and self.priority_epsilon > 0, "priority_epsilon",
+                self.priority_epsilon, "must be a finite number > 0, so no transition's priority is 0 (e.g. 1e-6)")
 
     @property
     def prioritised(self) -> bool:
@@ -227,115 +225,40 @@ class ReplayConfig:
         return self.priority_exponent > 0
 
 
-@dataclasses.dataclass(frozen=True)
-class DQNConfig:
-    """DQN (--algo dqn): the target network and the exploration schedule (PQN's too). The replay flags are
-    `ReplayConfig`'s; the learning rate, its annealing, gamma and max_grad_norm are the learner flags."""
-
-    huber_delta: float = 10.0
-    """DQN: the Huber loss's quadratic range (1.0 is the Nature DQN's error clipping, made for clipped rewards; with CartPole's unclipped returns it let Q diverge)."""
-    double_q: bool = True
-    """DQN: Double DQN (the online network picks the bootstrap action, the target network values it)."""
-    target_update_period: int = 500
-    """DQN: gradient steps between target-network updates."""
-    target_update_tau: float = 1.0
-    """DQN: the target update's step, target <- tau*online + (1-tau)*target (1.0: a copy; e.g. 0.005 with period 1: Polyak)."""
-    epsilon_start: float = 1.0
-    """DQN, PQN: exploration rate at the start."""
-    epsilon_end: float = 0.05
-    """DQN, PQN: exploration rate after the decay."""
-    epsilon_decay_fraction: float = 0.5
-    """DQN, PQN: fraction of total_timesteps over which epsilon decays linearly to epsilon_end."""
-
-    def __post_init__(self):
-        _check(self.huber_delta > 0, "huber_delta", self.huber_delta, "must be > 0")
-        _check(self.target_update_period >= 1, "target_update_period", self.target_update_period, "must be >= 1")
-        _check(0.0 < self.target_update_tau <= 1.0, "target_update_tau", self.target_update_tau,
-               "must be in (0, 1]: 1.0 copies the online network, less moves the target part of the way")
-        for name in ("epsilon_start", "epsilon_end"):
-            _check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "must be a probability in [0, 1]")
-        _check(0.0 < self.epsilon_decay_fraction <= 1.0, "epsilon_decay_fraction", self.epsilon_decay_fraction,
-               "must be in (0, 1]")
-
-
-@dataclasses.dataclass(frozen=True)
-class SACConfig:
-    """SAC (--algo sac): the target critics and the temperature. The replay flags are
-    `ReplayConfig`'s; the learning rate (of the actor, the critics and the temperature alike), gamma and max_grad_norm are the learner flags."""
-
-    tau: float = 0.005
-    """SAC: the target critics' Polyak step after every gradient step, target <- tau*critic + (1-tau)*target."""
-    target_entropy: float | Literal["auto"] = "auto"
-    """SAC: the entropy (nats, of the action squashed into [-1, 1]) the learned temperature aims for; 'auto': -(action dimensions)."""
-    init_temperature: float = 1.0
-    """SAC: the temperature (entropy weight) at the start."""
-    learn_temperature: bool = True
-    """SAC: learn the temperature towards target_entropy (else it stays at init_temperature)."""
-
-    def __post_init__(self):
-        _check(0.0 < self.tau <= 1.0, "tau", self.tau,
-               "must be in (0, 1]: the target critics move that part of the way each gradient step")
-        _check(self.target_entropy == "auto" or (isinstance(self.target_entropy, (int, float))
-                                                 and math.isfinite(self.target_entropy)),
-               "target_entropy", self.target_entropy, "use a finite number of nats or 'auto' (-|A|)")
-        _check(math.isfinite(self.init_temperature) and self.init_temperature > 0, "init_temperature",
-               self.init_temperature, "must be a finite number > 0")
-
-
-@dataclasses.dataclass(frozen=True)
-class TD3Config:
-    """TD3 (--algo td3): exploration, target policy smoothing, the delayed actor and its targets.
-    Every noise is in the unit action box [-1, 1]^D, i.e. a fraction of half the env's action
-    range. The replay flags are `ReplayConfig`'s; the learning rate (of the actor and the
-    critics alike), gamma and max_grad_norm are the learner flags."""
-
-    exploration_noise: float = 0.1
-    """TD3: std of the Gaussian noise added to the actor's action when acting, a fraction of half the action range (the paper's 0.1); the noise is correlated over time with --action-noise-correlation."""
-    policy_delay: int = 2
-    """TD3: gradient steps per update of the actor and the target networks (the critics learn at every one)."""
-    target_noise: float = 0.2
-    """TD3: std of the Gaussian noise added to the target actor's action in the critics' target (target policy smoothing; 0 turns it off)."""
-    target_noise_clip: float = 0.5
-    """TD3: the target policy smoothing noise is clipped to [-target_noise_clip, target_noise_clip]."""
-    target_tau: float = 0.005
-    """TD3: the target actor's and critics' Polyak step at each actor update, target <- tau*online + (1-tau)*target."""
-
-    def __post_init__(self):
-        _check(math.isfinite(self.exploration_noise) and self.exploration_noise > 0, "exploration_noise",
-               self.exploration_noise, "must be a finite number > 0, a fraction of half the action range (e.g. 0.1)")
-        _check(isinstance(self.policy_delay, int) and self.policy_delay >= 1, "policy_delay", self.policy_delay,
-               "must be a count of gradient steps >= 1 (1: the actor learns at every step; the paper's: 2)")
-        _check(math.isfinite(self.target_noise) and self.target_noise >= 0, "target_noise", self.target_noise,
-               "must be a finite number >= 0 (0: no target policy smoothing; the paper's: 0.2)")
-        _check(math.isfinite(self.target_noise_clip) and self.target_noise_clip >= 0, "target_noise_clip",
-               self.target_noise_clip, "must be a finite number >= 0 (the paper's: 0.5)")
-        _check(0.0 < self.target_tau <= 1.0, "target_tau", self.target_tau,
-               "must be in (0, 1]: the target networks move that part of the way at each actor update")
-
-
-@dataclasses.dataclass(frozen=True)
-class PQNConfig:
-    """PQN (--algo pqn): Q-learning on Q(lambda) returns over each rollout, without a replay buffer or a
-    target network. Its minibatch epochs are the learner flags (--update-epochs, --num-minibatches, as PPO's),
-    lambda is --gae-lambda, and the exploration schedule is DQN's flags (--epsilon-start, --epsilon-end,
-    --epsilon-decay-fraction)."""
-
-    layer_norm: bool = True
-    """PQN: LayerNorm before each hidden nonlinearity of the Q-network, which keeps Q-learning without a target network stable (Gallici et al. 2025); --no-layer-norm for the plain MLP / CNN."""
-
-
-OFF_POLICY_ALGOS = ("dqn", "sac", "td3")
-
-
 REPLAY_FIELDS = tuple(field.name for field in dataclasses.fields(ReplayConfig))
 
 
-# What a resumed run must keep: these fields shape the checkpointed state or give it its meaning.
+@dataclasses.dataclass(frozen=True)
+class LearnerSpec:
+    """What the config knows of a learner: its line in the registry (`algorithms/registry.py`).
+
+    Attributes:
+      name: its `--algo` name; its code is the module `algorithms/<name>.py` (`LEARNER` there).
+      section: the dataclass of its own flags, the config's field `name` (None: it has none).
+      actions: the action spaces it learns, by class name (`Discrete`, `MultiDiscrete`, `Box`).
+      replay: it learns from the replay buffer (`ReplayConfig`'s flags), not from the rollout.
+      own_networks: what it builds from `hidden_sizes` instead of the actor-critic (the actor-critic's
+        own options are refused); "" where it acts with the actor-critic.
+      whole_sequences: its minibatches are whole env sequences, not transitions.
+      resume_fixed: fields of its section that shape its checkpointed state.
+    """
+
+    name: str
+    section: type | None = None
+    actions: tuple[str, ...] = ("Discrete", "MultiDiscrete", "Box")
+    replay: bool = False
+    own_networks: str = ""
+    whole_sequences: bool = False
+    resume_fixed: tuple[str, ...] = ()
+
+
+# What a resumed run must keep: these fields shape the checkpointed state or give it its meaning (and
+# each learner's `LearnerSpec.resume_fixed`).
 RESUME_FIXED_FIELDS = ("env", "env_kwargs", "algo", "num_envs", "num_steps", "num_seeds", "seed", "normalize_obs",
                        "action_noise_correlation",
                        "network.hidden_sizes", "network.policy_hidden_sizes", "network.value_hidden_sizes",
                        "network.action_dist", "network.activation", "network.torso", "network.core",
-                       "network.core_size", "replay.replay_capacity", "pqn.layer_norm")
+                       "network.core_size", "replay.replay_capacity")
 
 
 def _lookup(data: dict, dotted: str):
@@ -345,8 +268,12 @@ def _lookup(data: dict, dotted: str):
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """A training run: environment, budget, seeds, mode, and the algorithm's settings."""
+class TrainConfigBase:
+    """A training run's settings that every learner shares: environment, budget, seeds, mode, the
+    network, the learner's and the replay's hyperparameters. `TrainConfig` (made from it by
+    `train_config_class`, with each registered learner's own section) is the one to use."""
+
+    learners: ClassVar[dict[str, LearnerSpec]] = {}  # the registry's learners, by name (`TrainConfig`'s)
 
     env: str = "CartPole-v1"
     """Environment id: any gymnax or Probe-* id (`jaxrl-async envs` lists them), a JAX suite's SUITE:ID (`jaxrl-async envs --suite NAME` lists a suite's), or a host env: gymnasium:<id> for any registered gymnasium 1.x id, envpool:<id> for an EnvPool id (pip install -e '.[envpool]') (trained in the async mode, one seed; host env states are not checkpointed, so a resumed run restarts its episodes)."""
@@ -354,8 +281,8 @@ class TrainConfig:
     """Keyword arguments of the env's constructor, as KEY=VALUE (VALUE read as JSON where it is, else a string): e.g. --env brax:ant --env-kwargs backend=positional episode_length=500 (the suites' adapters list theirs: docs/suites.md)."""
     preset: str = "none"
     """Preset the settings start from: 'auto' (the CLI's default: the env's own preset for the learner --algo names, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/trainer/presets.py). Recorded in config.json by the name 'auto' resolved to."""
-    algo: Literal[ALGORITHMS] = "ppo"
-    """Learning algorithm; all share the rollout and the learner hyperparameters below (dqn, sac and td3: also the replay flags, --replay-capacity ..., and their own; sac and td3 need Box actions; pqn: the epsilon flags with dqn, and its own)."""
+    algo: str = "ppo"
+    """Learning algorithm (docs/learners.md compares them); all share the rollout and the learner hyperparameters below; those that learn from a replay buffer also take the replay flags (--replay-capacity ...), and a learner with flags of its own has its group of them below."""
     total_timesteps: int = 500_000
     """Environment steps per seed."""
     num_envs: int = 4
@@ -367,7 +294,7 @@ class TrainConfig:
     num_seeds: int = 1
     """Independent seeds trained side by side (vmapped in one jit)."""
     mode: Literal["fused", "async"] = "fused"
-    """'fused': K iterations per jit call; 'async': a rollout thread overlaps acting with learning (dqn, sac, td3: the actor hands each fragment to the learner, which adds it to the replay buffer and takes replay_ratio gradient steps)."""
+    """'fused': K iterations per jit call; 'async': a rollout thread overlaps acting with learning (a replay learner: the actor hands each fragment to the learner, which adds it to the replay buffer and takes replay_ratio gradient steps)."""
     lag: Literal["0", "1", "latest"] = "1"
     """Async mode: params the actor uses for rollout k: '0' version k (lock step, identical to fused), '1' version k-1 (overlapped, deterministic), 'latest' (free-running)."""
     buffer_size: int = 1
@@ -417,116 +344,118 @@ class TrainConfig:
     network: NetworkConfig = NetworkConfig()
     learner: LearnerConfig = LearnerConfig()
     replay: ReplayConfig = ReplayConfig()
-    dqn: DQNConfig = DQNConfig()
-    sac: SACConfig = SACConfig()
-    td3: TD3Config = TD3Config()
-    pqn: PQNConfig = PQNConfig()
 
     def __post_init__(self):
-        _check(self.total_timesteps >= 1, "total_timesteps", self.total_timesteps, "must be >= 1")
-        _check(self.num_envs >= 1, "num_envs", self.num_envs, "must be >= 1")
-        _check(self.num_steps >= 1, "num_steps", self.num_steps, "must be >= 1")
-        _check(self.num_seeds >= 1, "num_seeds", self.num_seeds, "must be >= 1")
-        _check(self.iterations_per_call in ("auto", "all")
-               or (isinstance(self.iterations_per_call, int) and self.iterations_per_call >= 1),
-               "iterations_per_call", self.iterations_per_call, "use a positive count, 'auto' or 'all'")
-        _check(self.devices == "all" or (isinstance(self.devices, int) and self.devices >= 1), "devices",
-               self.devices, "use a count >= 1 or 'all'")
-        _check(self.lag in ("0", "1", "latest"), "lag", self.lag, "choose 0, 1 or latest")
-        _check(self.buffer_size >= 1, "buffer_size", self.buffer_size, "must be >= 1")
-        _check(isinstance(self.sync_interval, int) and self.sync_interval >= 1, "sync_interval", self.sync_interval,
-               "must be a count of updates >= 1 (1: publish the params after every update)")
-        _check(self.actor_device in ("default", "cpu"), "actor_device", self.actor_device, "choose default or cpu")
-        _check(self.num_actors >= 1, "num_actors", self.num_actors, "must be >= 1")
-        _check(self.num_envs % self.num_actors == 0, "num_actors", self.num_actors,
-               f"must divide num_envs={self.num_envs}: each actor steps an equal share of the envs")
+        require(self.algo in self.learners, "algo", self.algo,
+                f"choose one of {', '.join(self.learners)}" if self.learners else
+                "TrainConfigBase knows no learner: use jaxrl_async.TrainConfig, which has the registry's")
+        require(self.total_timesteps >= 1, "total_timesteps", self.total_timesteps, "must be >= 1")
+        require(self.num_envs >= 1, "num_envs", self.num_envs, "must be >= 1")
+        require(self.num_steps >= 1, "num_steps", self.num_steps, "must be >= 1")
+        require(self.num_seeds >= 1, "num_seeds", self.num_seeds, "must be >= 1")
+        require(self.iterations_per_call in ("auto", "all")
+                or (isinstance(self.iterations_per_call, int) and self.iterations_per_call >= 1),
+                "iterations_per_call", self.iterations_per_call, "use a positive count, 'auto' or 'all'")
+        require(self.devices == "all" or (isinstance(self.devices, int) and self.devices >= 1), "devices",
+                self.devices, "use a count >= 1 or 'all'")
+        require(self.lag in ("0", "1", "latest"), "lag", self.lag, "choose 0, 1 or latest")
+        require(self.buffer_size >= 1, "buffer_size", self.buffer_size, "must be >= 1")
+        require(isinstance(self.sync_interval, int) and self.sync_interval >= 1, "sync_interval", self.sync_interval,
+                "must be a count of updates >= 1 (1: publish the params after every update)")
+        require(self.actor_device in ("default", "cpu"), "actor_device", self.actor_device, "choose default or cpu")
+        require(self.num_actors >= 1, "num_actors", self.num_actors, "must be >= 1")
+        require(self.num_envs % self.num_actors == 0, "num_actors", self.num_actors,
+                f"must divide num_envs={self.num_envs}: each actor steps an equal share of the envs")
         if self.mode != "async":
-            _check(self.actor_device == "default", "actor_device", self.actor_device,
-                   "the fused mode acts and learns in one program on one device: use --mode async")
-            _check(self.num_actors == 1, "num_actors", self.num_actors,
-                   "the fused mode has no actor threads: use --mode async")
-            _check(self.sync_interval == 1, "sync_interval", self.sync_interval,
-                   "the fused mode acts with the newest params, publishing nothing: use --mode async")
-        _check(self.eval_episodes >= 1, "eval_episodes", self.eval_episodes, "must be >= 1")
+            require(self.actor_device == "default", "actor_device", self.actor_device,
+                    "the fused mode acts and learns in one program on one device: use --mode async")
+            require(self.num_actors == 1, "num_actors", self.num_actors,
+                    "the fused mode has no actor threads: use --mode async")
+            require(self.sync_interval == 1, "sync_interval", self.sync_interval,
+                    "the fused mode acts with the newest params, publishing nothing: use --mode async")
+        require(self.eval_episodes >= 1, "eval_episodes", self.eval_episodes, "must be >= 1")
         for name in ("eval_interval", "checkpoint_interval"):
             value = getattr(self, name)
-            _check(value == "auto" or (isinstance(value, int) and value >= 0), name, value,
-                   "use a count of updates >= 0 (0 = only at the end) or 'auto'")
-        _check(self.keep_checkpoints >= 1, "keep_checkpoints", self.keep_checkpoints, "must be >= 1")
+            require(value == "auto" or (isinstance(value, int) and value >= 0), name, value,
+                    "use a count of updates >= 0 (0 = only at the end) or 'auto'")
+        require(self.keep_checkpoints >= 1, "keep_checkpoints", self.keep_checkpoints, "must be >= 1")
         for name in ("scan_unroll", "update_unroll", "eval_unroll"):
             value = getattr(self, name)
-            _check(value == "auto" or (isinstance(value, int) and value >= 1), name, value,
-                   "use an unroll factor >= 1 or 'auto'")
-        _check(self.gae_scan in ("auto", "sequential", "matrix"), "gae_scan", self.gae_scan,
-               "choose auto, sequential or matrix")
-        _check(self.matmul_precision in MATMUL_PRECISIONS, "matmul_precision", self.matmul_precision,
-               f"choose one of {', '.join(MATMUL_PRECISIONS)}")
-        _check(self.total_timesteps >= self.batch_size, "total_timesteps", self.total_timesteps,
-               f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
-        _check(0.0 <= self.action_noise_correlation < 1.0, "action_noise_correlation", self.action_noise_correlation,
-               "must be in [0, 1): 0 is white noise, 0.99 correlates actions over ~100 steps")
+            require(value == "auto" or (isinstance(value, int) and value >= 1), name, value,
+                    "use an unroll factor >= 1 or 'auto'")
+        require(self.gae_scan in ("auto", "sequential", "matrix"), "gae_scan", self.gae_scan,
+                "choose auto, sequential or matrix")
+        require(self.matmul_precision in MATMUL_PRECISIONS, "matmul_precision", self.matmul_precision,
+                f"choose one of {', '.join(MATMUL_PRECISIONS)}")
+        require(self.total_timesteps >= self.batch_size, "total_timesteps", self.total_timesteps,
+                f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
+        require(0.0 <= self.action_noise_correlation < 1.0, "action_noise_correlation", self.action_noise_correlation,
+                "must be in [0, 1): 0 is white noise, 0.99 correlates actions over ~100 steps")
         parse_env_kwargs(self.env_kwargs)
         if host_env_kind(self.env):
             self._check_host_env()
         else:
-            _check(self.num_actors == 1, "num_actors", self.num_actors,
-                   "several actor threads step host envs (gymnasium:<id>, envpool:<id>); a gymnax env's rollout is one jitted "
-                   "program: use --num-actors 1")
-            _check(self.env_groups in ("auto", 1), "env_groups", self.env_groups,
-                   "env groups split a host env actor's envs (gymnasium:<id>, envpool:<id>); a gymnax env's rollout is one "
-                   "jitted program: use --env-groups auto")
+            require(self.num_actors == 1, "num_actors", self.num_actors,
+                    "several actor threads step host envs (gymnasium:<id>, envpool:<id>); a gymnax env's rollout is one jitted "
+                    "program: use --num-actors 1")
+            require(self.env_groups in ("auto", 1), "env_groups", self.env_groups,
+                    "env groups split a host env actor's envs (gymnasium:<id>, envpool:<id>); a gymnax env's rollout is one "
+                    "jitted program: use --env-groups auto")
         self._check_network_options()
-        if self.algo in OFF_POLICY_ALGOS:
-            self._check_off_policy()
+        if self.learner_spec.replay:
+            self._check_replay()
             return
         # IMPALA's minibatches (and a recurrent policy's) are whole env sequences (`algorithms.sgd.replay_batch`)
-        whole_sequences = self.algo == "impala" or self.network.core != "none"
+        whole_sequences = self.learner_spec.whole_sequences or self.network.core != "none"
         check_minibatches(self.learner.num_minibatches, self.num_envs if whole_sequences else self.batch_size,
                           whole_sequences=whole_sequences)
 
     def _check_host_env(self) -> None:
         """A host env's rules (`envs/host/`): its envs are stepped by the async mode's actor thread."""
-        _check(self.mode == "async", "mode", self.mode,
-               f"env={self.env!r} is a host env, stepped on the host by the async mode's actor thread, not inside "
-               "one jitted program: use --mode async (the CLI picks it for a host env by itself)")
-        _check(self.num_seeds == 1, "num_seeds", self.num_seeds,
-               "host envs train one seed per process: run one process per seed")
-        _check(not (self.normalize_obs and self.num_actors > 1), "normalize_obs", self.normalize_obs,
-               f"with num_actors={self.num_actors} each actor would keep statistics of its own share of the envs: "
-               "use --num-actors 1 or --no-normalize-obs")
-        _check(self.env_groups == "auto" or (isinstance(self.env_groups, int) and self.env_groups >= 1), "env_groups",
-               self.env_groups, "use a count of groups >= 1 or 'auto'")
+        require(self.mode == "async", "mode", self.mode,
+                f"env={self.env!r} is a host env, stepped on the host by the async mode's actor thread, not inside "
+                "one jitted program: use --mode async (the CLI picks it for a host env by itself)")
+        require(self.num_seeds == 1, "num_seeds", self.num_seeds,
+                "host envs train one seed per process: run one process per seed")
+        require(not (self.normalize_obs and self.num_actors > 1), "normalize_obs", self.normalize_obs,
+                f"with num_actors={self.num_actors} each actor would keep statistics of its own share of the envs: "
+                "use --num-actors 1 or --no-normalize-obs")
+        require(self.env_groups == "auto" or (isinstance(self.env_groups, int) and self.env_groups >= 1), "env_groups",
+                self.env_groups, "use a count of groups >= 1 or 'auto'")
         if self.env_groups != "auto" and self.env_groups > 1:
             per_actor = self.num_envs // self.num_actors
-            _check(per_actor % self.env_groups == 0, "env_groups", self.env_groups,
-                   f"must divide each actor's {per_actor} envs (num_envs={self.num_envs} / num_actors={self.num_actors})")
-            _check(not self.normalize_obs, "normalize_obs", self.normalize_obs,
-                   f"with env_groups={self.env_groups} the statistics would take in each group's observations apart, "
-                   "not as the one batch they are: use --env-groups 1 or --no-normalize-obs")
+            require(per_actor % self.env_groups == 0, "env_groups", self.env_groups,
+                    f"must divide each actor's {per_actor} envs (num_envs={self.num_envs} / num_actors={self.num_actors})")
+            require(not self.normalize_obs, "normalize_obs", self.normalize_obs,
+                    f"with env_groups={self.env_groups} the statistics would take in each group's observations apart, "
+                    "not as the one batch they are: use --env-groups 1 or --no-normalize-obs")
 
     def _check_network_options(self) -> None:
         """The actor-critic's options, where the learner has that actor-critic (the value-based
         learners' Q-network and SAC's / TD3's actors are their own)."""
-        network = self.network
-        if self.algo in ("dqn", "pqn", "sac", "td3"):
+        network, own_networks = self.network, self.learner_spec.own_networks
+        if own_networks:
             for name, default in (("policy_hidden_sizes", None), ("value_hidden_sizes", None),
                                   ("action_dist", "gaussian")):
-                _check(getattr(network, name) == default, name, getattr(network, name),
-                       f"algo={self.algo!r} builds its own networks from hidden_sizes"
-                       + (" (sac's actor is already a tanh-squashed Gaussian)" if self.algo == "sac" else "")
-                       + f": leave {name} at {default!r}")
+                require(getattr(network, name) == default, name, getattr(network, name),
+                        f"algo={self.algo!r} builds {own_networks} from hidden_sizes: leave {name} at {default!r}")
         if network.action_dist == "tanh_gaussian":
-            _check(not host_env_kind(self.env), "action_dist", network.action_dist,
-                   f"host envs ({self.env!r}) take the Gaussian clipped to their Box: use --action-dist gaussian")
+            require(not host_env_kind(self.env), "action_dist", network.action_dist,
+                    f"host envs ({self.env!r}) take the Gaussian clipped to their Box: use --action-dist gaussian")
 
-    def _check_off_policy(self) -> None:
+    def _check_replay(self) -> None:
         """A replay learner's own rules (its minibatches are sampled from the buffer, so the
         on-policy minibatch rule does not apply)."""
-        _check(not self.normalize_obs, "normalize_obs", self.normalize_obs,
-               f"algo={self.algo!r} replays stored observations, which running statistics would make stale: "
-               "use --no-normalize-obs")
-        _check(self.replay.replay_capacity >= self.batch_size, "replay_capacity", self.replay.replay_capacity,
-               f"must hold at least one rollout, num_envs*num_steps={self.batch_size}")
+        require(not self.normalize_obs, "normalize_obs", self.normalize_obs,
+                f"algo={self.algo!r} replays stored observations, which running statistics would make stale: "
+                "use --no-normalize-obs")
+        require(self.replay.replay_capacity >= self.batch_size, "replay_capacity", self.replay.replay_capacity,
+                f"must hold at least one rollout, num_envs*num_steps={self.batch_size}")
+
+    @property
+    def learner_spec(self) -> LearnerSpec:
+        """The registry's line for `algo`."""
+        return self.learners[self.algo]
 
     @property
     def batch_size(self) -> int:
@@ -547,7 +476,7 @@ class TrainConfig:
         """Environment steps actually taken per seed."""
         return self.num_updates * self.batch_size
 
-    def with_fields(self, **fields) -> "TrainConfig":
+    def with_fields(self, **fields) -> "TrainConfigBase":
         """This config with each field replaced where it lives, at the top or in a section, named
         as its flag is (the flags are flat, so a name is unique): `cfg.with_fields(num_envs=8,
         learning_rate=1e-3, replay_capacity=50_000)`."""
@@ -567,14 +496,15 @@ class TrainConfig:
         return dataclasses.replace(self, **top, **{section: dataclasses.replace(sections[section], **changed)
                                                    for section, changed in nested.items() if changed})
 
-    def check_resumable_as(self, new: "TrainConfig") -> None:
+    def check_resumable_as(self, new: "TrainConfigBase") -> None:
         """Raise ValueError if a run saved with this config cannot continue under `new`.
 
         Fields that shape the saved state (env, seeds, network, ...) must stay; the budget,
         the schedule, the mode and the shape-free hyperparameters may change.
         """
         old, changed = self.to_dict(), new.to_dict()
-        for field in RESUME_FIXED_FIELDS:
+        own = tuple(f"{spec.name}.{name}" for spec in self.learners.values() for name in spec.resume_fixed)
+        for field in RESUME_FIXED_FIELDS + own:
             before, after = _lookup(old, field), _lookup(changed, field)
             if before != after:
                 raise ValueError(f"cannot resume with {field}={after!r}: the run was trained with "
@@ -585,7 +515,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TrainConfig":
+    def from_dict(cls, data: dict) -> "TrainConfigBase":
         data = dict(data)
         if "env_kwargs" in data:  # JSON turns tuples into lists
             data["env_kwargs"] = tuple(data["env_kwargs"])
@@ -596,14 +526,28 @@ class TrainConfig:
         network = NetworkConfig(**network)
         # runs saved before the rename of `ppo` to `learner` hold the same fields under "ppo"
         learner = LearnerConfig(**data.pop("learner", data.pop("ppo", {})))
-        dqn = dict(data.pop("dqn", {}))
-        # runs saved before the replay flags had a section of their own hold them under "dqn"
-        replay = {**{name: dqn.pop(name) for name in REPLAY_FIELDS if name in dqn}, **data.pop("replay", {})}
-        sac = SACConfig(**data.pop("sac", {}))
-        td3 = TD3Config(**data.pop("td3", {}))
-        pqn = PQNConfig(**data.pop("pqn", {}))
-        return cls(**data, network=network, learner=learner, replay=ReplayConfig(**replay), dqn=DQNConfig(**dqn),
-                   sac=sac, td3=td3, pqn=pqn)
+        own = {spec.name: dict(data.pop(spec.name, {})) for spec in cls.learners.values() if spec.section}
+        # runs saved before the replay flags had a section of their own hold them in a learner's (dqn's)
+        replay = {name: section.pop(name) for section in own.values() for name in REPLAY_FIELDS if name in section}
+        replay.update(data.pop("replay", {}))
+        sections = {name: cls.learners[name].section(**fields) for name, fields in own.items()}
+        return cls(**data, network=network, learner=learner, replay=ReplayConfig(**replay), **sections)
+
+
+def train_config_class(learners, module: str) -> type:
+    """The `TrainConfig` dataclass of these learners (`LearnerSpec`s, the registry's in `module`):
+    `TrainConfigBase`'s fields, `algo` choosing among the learners, and each learner's own section
+    as a field of its name (`cfg.td3.target_tau`), so that each is a group of flags."""
+    learners = {spec.name: spec for spec in learners}
+    default_algo = TrainConfigBase.__dataclass_fields__["algo"].default
+    fields = [("algo", Literal[tuple(learners)], dataclasses.field(default=default_algo))]
+    fields += [(spec.name, spec.section, dataclasses.field(default=spec.section()))
+               for spec in learners.values() if spec.section is not None]
+    cls = dataclasses.make_dataclass("TrainConfig", fields, bases=(TrainConfigBase,), frozen=True,
+                                     namespace={"learners": learners})
+    cls.__module__ = module
+    cls.__doc__ = "A training run: environment, budget, seeds, mode, and the algorithm's settings."
+    return cls
 
 
 # -- Speed settings per backend: how the loops of a run are laid out, never what they compute --

@@ -16,7 +16,8 @@ import pytest
 
 import compilation  # tests/compilation.py
 
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.runtime import configure_cpu_runtime
 
 # LLVM's optimisation level 1 for the session and the subprocesses it starts (they read the

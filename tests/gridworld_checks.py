@@ -14,7 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.trainer.training import train
 

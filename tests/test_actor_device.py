@@ -12,7 +12,8 @@ import pytest
 
 import compilation  # tests/compilation.py
 
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.training import train
 
 

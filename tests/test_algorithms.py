@@ -21,10 +21,14 @@ import pytest
 
 from jaxrl_async.core import losses
 from jaxrl_async.core.advantages import gae_inputs, vtrace
-from jaxrl_async.algorithms import make_a2c, make_algorithm, make_impala, make_reinforce
+from jaxrl_async.algorithms import make_algorithm
+from jaxrl_async.algorithms.a2c import make_a2c
+from jaxrl_async.algorithms.impala import make_impala
+from jaxrl_async.algorithms.reinforce import make_reinforce
 from jaxrl_async.algorithms.sgd import truncated_importance_weight
 from jaxrl_async.algorithms.reinforce import monte_carlo_returns
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.nets.actor_critic import make_policy
 from jaxrl_async.rollout.device import make_rollout

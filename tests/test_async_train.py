@@ -13,7 +13,8 @@ import pytest
 
 from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.trainer.asynchronous.loop import train_async
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.trainer.run import Run, evaluation_program
 from jaxrl_async.trainer.schedule import chunk_plan

@@ -21,7 +21,8 @@ import pytest
 from crash_checks import kill_at_the_rename  # tests/crash_checks.py
 from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.trainer.build import build, initial_states
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.metrics import to_jsonable
 
 # one discrete env, one with bool image observations and int env states, one continuous

@@ -96,25 +96,25 @@ def test_an_action_space_mismatch_names_every_learner_that_fits(capsys, tmp_path
 
 @pytest.mark.parametrize("space", ["box", "discrete"])
 def test_each_learner_refusing_a_space_names_all_that_take_it(space):
-    """Every learner's networks on a Box and a Discrete action space: the learners that refuse
-    one name, in their error, every learner that takes it (the registry decides, not a list)."""
+    """Every learner's networks on a Box and a Discrete action space: the registry's `actions` say
+    which take it, and the error of each that refuses it names every learner that takes it."""
     from gymnax.environments import spaces
 
-    from jaxrl_async.algorithms import LEARNERS
-    from jaxrl_async.config import TrainConfig
+    from jaxrl_async import TrainConfig, algorithms
 
     action_space = spaces.Box(-1.0, 1.0, (2,)) if space == "box" else spaces.Discrete(3)
-    fits, errors = [], {}
-    for algo, entry in LEARNERS.items():
+    fits = []
+    for algo in algorithms.LEARNERS:
         try:
-            entry.networks(TrainConfig(algo=algo), (4,), action_space)
+            algorithms.learner(algo).networks(TrainConfig(algo=algo), (4,), action_space)
             fits.append(algo)
-        except ValueError as error:
-            errors[algo] = str(error)
-    assert fits and errors, (fits, errors)
-    for algo, error in errors.items():
-        named = error.split("use --algo")[-1]
-        assert all(f" {fit}" in named.replace("(", " ").replace(",", " ") for fit in fits), (algo, error, fits)
+        except ValueError:
+            pass
+    assert fits == list(algorithms.learners_for(action_space)) and 0 < len(fits) < len(algorithms.LEARNERS)
+    for algo in set(algorithms.LEARNERS) - set(fits):
+        with pytest.raises(ValueError) as error:
+            algorithms.check_action_space(algo, action_space)
+        assert str(error.value).endswith(f"use --algo {' or '.join(fits)}"), str(error.value)
 
 
 def test_bad_flags_and_env_ids_fail_fast():

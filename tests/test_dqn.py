@@ -15,7 +15,8 @@ from cli_checks import assert_train_refuses  # tests/cli_checks.py
 from jaxrl_async.algorithms.dqn import epsilon_schedule, q_learning_loss
 from jaxrl_async.cli.main import parse_train
 from jaxrl_async.trainer.build import build
-from jaxrl_async.config import DQNConfig, TrainConfig
+from jaxrl_async.algorithms.dqn_config import DQNConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.core.distributions import EpsilonGreedy
 from jaxrl_async.trainer.training import train
 from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved, assert_every_seed_close,

@@ -16,7 +16,8 @@ import pytest
 pytest.importorskip("envpool")
 
 from jaxrl_async.cli.main import main  # noqa: E402
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig  # noqa: E402
+from jaxrl_async.config import LearnerConfig, NetworkConfig  # noqa: E402
+from jaxrl_async import TrainConfig  # noqa: E402
 from jaxrl_async.envs.host.cores import actor_core  # noqa: E402
 from jaxrl_async.trainer.build import build, initial_states  # noqa: E402
 from jaxrl_async.envs.host.gymnasium import make_host_env  # noqa: E402

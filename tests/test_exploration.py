@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from jaxrl_async.trainer.build import build, initial_states
-from jaxrl_async.config import NetworkConfig, TrainConfig
+from jaxrl_async.config import NetworkConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.core.exploration import next_noise
 from jaxrl_async.nets.actor_critic import make_policy

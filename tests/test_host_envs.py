@@ -15,7 +15,8 @@ from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.core.advantages import gae_inputs
 from jaxrl_async.cli.main import main
 from jaxrl_async.trainer.build import build, initial_states
-from jaxrl_async.config import NetworkConfig, TrainConfig
+from jaxrl_async.config import NetworkConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.envs.host.gymnasium import make_host_env
 from jaxrl_async.envs.host.cores import on_core
 from jaxrl_async.nets.actor_critic import reset_carry

@@ -10,7 +10,7 @@ trains 4 seeds in one vmapped run and every seed must meet the tolerance
 
 import numpy as np
 import pytest
-from jaxrl_async.config import TrainConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.training import train
 from learning_checks import learn_probe as learn  # tests/learning_checks.py
 from learning_checks import (CARTPOLE_SEEDS, PROBE_SEEDS, assert_cartpole_solved, assert_every_seed_close,

@@ -26,7 +26,8 @@ import pytest
 
 from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.cli.main import main
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.evaluate_run import evaluate_run
 from jaxrl_async.trainer.run import TrainingDiverged
 from jaxrl_async.trainer.run_dir import load_config
@@ -619,7 +620,8 @@ _MEMORY_SCRIPT = textwrap.dedent("""
     import json, sys
     import psutil
     from jaxrl_async.trainer import sinks
-    from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+    from jaxrl_async.config import LearnerConfig, NetworkConfig
+    from jaxrl_async import TrainConfig
     from jaxrl_async.trainer.training import train
 
     # observe the resident set at every host sync, right after its metrics line is written

@@ -17,7 +17,7 @@ from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.algorithms.dqn import epsilon_schedule
 from jaxrl_async.trainer.asynchronous.loop import behaviour_hook, compile_learner
 from jaxrl_async.trainer.build import build, initial_states
-from jaxrl_async.config import TrainConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.asynchronous.pipeline import Lag, ParamStore
 from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.trainer.training import train

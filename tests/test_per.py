@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from jaxrl_async.trainer.build import build
-from jaxrl_async.config import TrainConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.training import train
 from learning_checks import PROBE_SEEDS, assert_every_seed_close, values
 from cli_checks import assert_train_refuses  # tests/cli_checks.py

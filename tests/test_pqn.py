@@ -22,7 +22,7 @@ from jaxrl_async.algorithms import sweep_hparams
 from jaxrl_async.algorithms.dqn import epsilon_schedule
 from jaxrl_async.algorithms.pqn import td_loss
 from jaxrl_async.cli.main import parse_train
-from jaxrl_async.config import TrainConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.core.advantages import batched_q_lambda_returns, gae_inputs, q_lambda_returns
 from jaxrl_async.trainer import presets
 from jaxrl_async.trainer.asynchronous.loop import behaviour_hook

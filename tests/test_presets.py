@@ -7,7 +7,7 @@ import pytest
 
 from jaxrl_async.trainer import presets
 from jaxrl_async.cli.main import main, parse_train
-from jaxrl_async.config import TrainConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.envs.ids import BUILTIN_ENV_IDS
 from jaxrl_async.envs import builtin_env_ids, make_env
 from jaxrl_async.envs.suites import split_suite_id, suite_env_ids

@@ -11,7 +11,7 @@ import pytest
 
 from jaxrl_async import TrainConfig, train
 from jaxrl_async.core.advantages import gae_inputs, vtrace
-from jaxrl_async.algorithms import make_impala
+from jaxrl_async.algorithms.impala import make_impala
 from jaxrl_async.algorithms.sgd import replay, replay_batch
 from jaxrl_async.trainer.build import build, init_state
 from jaxrl_async.config import LearnerConfig, NetworkConfig

@@ -5,13 +5,56 @@ import dataclasses
 import pytest
 
 from jaxrl_async import algorithms
-from jaxrl_async.config import ALGORITHMS, BACKEND_DEFAULTS, TrainConfig
+from jaxrl_async.config import BACKEND_DEFAULTS, LearnerSpec, require, train_config_class
+from jaxrl_async import TrainConfig
+from gymnax.environments.spaces import Box, Discrete
 from jaxrl_async.types import Algorithm, HostHooks, Learner
 
 
 def test_the_registry_and_the_configs_names_agree():
-    assert tuple(algorithms.LEARNERS) == ALGORITHMS
-    assert all(isinstance(entry, Learner) for entry in algorithms.LEARNERS.values())
+    algo = next(f for f in dataclasses.fields(TrainConfig) if f.name == "algo")
+    assert algo.type.__args__ == tuple(algorithms.LEARNERS) and algo.default == "ppo"
+    assert all(isinstance(algorithms.learner(name), Learner) for name in algorithms.LEARNERS)
+    for name, spec in algorithms.LEARNERS.items():  # each learner's own flags are the config's section of its name
+        assert (name in {f.name for f in dataclasses.fields(TrainConfig)}) == (spec.section is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ToyConfig:
+    trace_decay: float = 0.9
+
+    def __post_init__(self):
+        require(0 <= self.trace_decay <= 1, "trace_decay", self.trace_decay, "must be in [0, 1]")
+
+
+def test_a_learner_with_flags_of_its_own_is_one_registry_line():
+    """What `TrainConfig` knows of a learner comes from its `LearnerSpec` alone: its section, its
+    checks, resume and config.json round trips, the replay learners' rules."""
+    specs = (*algorithms.LEARNERS.values(), LearnerSpec("toy", _ToyConfig, ("Discrete",), replay=True,
+                                                         own_networks="its tabular values",
+                                                         resume_fixed=("trace_decay",)))
+    Config = train_config_class(specs, module=__name__)
+    cfg = Config(algo="toy", toy=_ToyConfig(trace_decay=0.5))
+    assert Config.from_dict(cfg.to_dict()) == cfg and cfg.td3 == TrainConfig().td3
+    with pytest.raises(ValueError, match="trace_decay=2 is invalid"):
+        Config.from_dict({**cfg.to_dict(), "toy": {"trace_decay": 2}})
+    with pytest.raises(ValueError, match="cannot resume with toy.trace_decay=0.25"):
+        cfg.check_resumable_as(cfg.with_fields(trace_decay=0.25))
+    with pytest.raises(ValueError, match="algo='toy' builds its tabular values from hidden_sizes"):
+        cfg.with_fields(value_hidden_sizes=(8,))
+    with pytest.raises(ValueError, match="algo='toy' replays stored observations"):
+        cfg.with_fields(normalize_obs=True)
+    with pytest.raises(ValueError, match="algo='sarsa' is invalid: choose one of ppo, a2c, .*, pqn, toy"):
+        Config(algo="sarsa")
+
+
+def test_an_action_space_mismatch_names_every_learner_that_fits():
+    with pytest.raises(ValueError, match="algo='dqn' needs a Discrete action space, got .*: use --algo ppo or a2c "
+                                         "or reinforce or impala or sac or td3$"):
+        algorithms.check_action_space("dqn", Box(-1.0, 1.0, (1,)))
+    with pytest.raises(ValueError, match="use --algo ppo or a2c or reinforce or impala or dqn or pqn$"):
+        algorithms.check_action_space("td3", Discrete(3))
+    algorithms.check_action_space("ppo", Discrete(3))
 
 
 def test_an_unknown_learner_is_named_with_the_known_ones():
@@ -34,4 +77,4 @@ def test_each_learner_builds_from_its_entry_alone(algo, env):
     algo_fns = entry.make(cfg, policy, nets, BACKEND_DEFAULTS["cpu"])
     assert isinstance(algo_fns, Algorithm)
     # only the replay learners keep state the host side treats apart (their buffer)
-    assert (algo_fns.host == HostHooks()) == (algo not in ("dqn", "sac", "td3"))
+    assert (algo_fns.host == HostHooks()) == (not algorithms.LEARNERS[algo].replay)

@@ -16,7 +16,7 @@ from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.algorithms.replay.actor_critic import critic_loss
 from jaxrl_async.algorithms.sac import actor_loss, critic_loss_on_batch, critic_target, temperature_loss
 from jaxrl_async.trainer.build import build
-from jaxrl_async.config import TrainConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.nets.box_policy import UnitBox
 from jaxrl_async.nets.sac import SACNets, SquashedGaussian
 from jaxrl_async.trainer.training import train
@@ -197,7 +197,7 @@ def test_resume_without_the_buffer_refills_and_says_so(tiny_config, straight_run
 
 
 @pytest.mark.parametrize("flags, must_mention", [
-    (["--env", "CartPole-v1"], ["Box", "use --algo ppo (or a2c, reinforce, impala, dqn, pqn)"]),
+    (["--env", "CartPole-v1"], ["Box", "use --algo ppo or a2c or reinforce or impala or dqn or pqn"]),
     (["--env", "Pendulum-v1", "--normalize-obs"], ["normalize_obs=True", "--no-normalize-obs"]),
     (["--env", "Pendulum-v1", "--tau", "0"], ["tau=0.0", "(0, 1]"]),
     (["--env", "Pendulum-v1", "--init-temperature", "-1"], ["init_temperature=-1.0", "> 0"]),

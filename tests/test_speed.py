@@ -23,7 +23,8 @@ from jaxrl_async.cli.bench.hlo_ops import count_ops
 from jaxrl_async.algorithms import learner, make_algorithm
 from jaxrl_async.envs.spaces import observation_shapes
 from jaxrl_async.trainer.build import build, initial_states, run_iterations
-from jaxrl_async.config import LearnerConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.rollout.evaluate import make_evaluator
 from jaxrl_async.nets.actor_critic import with_matmul_precision
 

@@ -21,7 +21,8 @@ import pytest
 from craftax.craftax_classic.constants import Action, BlockType
 from craftax.craftax_env import make_craftax_env_from_name
 
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.suites import craftax, suite_env_ids
 from jaxrl_async.envs.wrappers import max_truncations

@@ -18,7 +18,8 @@ import pytest
 from gymnax.environments import spaces
 from mujoco_playground import dm_control_suite, locomotion
 
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig, NetworkConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.envs.suites import make_suite_env, suite_env_ids
 from jaxrl_async.envs.wrappers import max_truncations
 from jaxrl_async.trainer.training import train

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from gymnax.environments import spaces
 
-from jaxrl_async.config import TrainConfig, parse_env_kwargs
+from jaxrl_async.config import parse_env_kwargs
+from jaxrl_async import TrainConfig
 from jaxrl_async.envs import suites
 from jaxrl_async.envs.suites.functional import SuiteEnv, SuiteParams
 

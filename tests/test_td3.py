@@ -20,7 +20,7 @@ from jaxrl_async.algorithms import sweep_hparams
 from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.algorithms.td3 import (actor_loss, critic_loss_on_batch, critic_target, is_delayed_step,
                                         smoothed_target_action)
-from jaxrl_async.config import TrainConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.nets.box_policy import UnitBox
 from jaxrl_async.nets.td3 import NoisyDeterministic, TD3Nets
@@ -341,7 +341,7 @@ def test_correlated_exploration_noise_reaches_the_actions(tiny_config):
 
 # -- input errors, the preset ----------------------------------------------------------------------
 @pytest.mark.parametrize("flags, must_mention", [
-    (["--env", "CartPole-v1"], ["Box", "use --algo ppo (or a2c, reinforce, impala, dqn, pqn)"]),
+    (["--env", "CartPole-v1"], ["Box", "use --algo ppo or a2c or reinforce or impala or dqn or pqn"]),
     (["--env", "Pendulum-v1", "--normalize-obs"], ["normalize_obs=True", "--no-normalize-obs"]),
     (["--env", "Pendulum-v1", "--policy-delay", "0"], ["policy_delay=0", ">= 1"]),
     (["--env", "Pendulum-v1", "--target-noise", "-0.1"], ["target_noise=-0.1", ">= 0"]),

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.algorithms import sweep_hparams
 from jaxrl_async.core.programs import over_seeds, seed_keys, warm_up
-from jaxrl_async.config import TrainConfig
+from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.build import build, forget_builds, init_state, initial_states, run_iterations
 from jaxrl_async.trainer.fused import train_fused
 from jaxrl_async.trainer.run import Run, check_finite, evaluation_program

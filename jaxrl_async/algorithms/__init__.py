@@ -1,40 +1,34 @@
-"""The learners, each an `Algorithm(init, update)` built by its module, and their registry.
+"""The learners, each an `Algorithm(init, update)` built by its module, and their registry
+(`registry.py`: one line per learner).
 
-Adding a learner is one module that defines `LEARNER = Learner(networks, make)` (`types.Learner`),
-its line in `LEARNERS` below, and its name in `config.ALGORITHMS` (with a config section if it has
-flags of its own); nothing in the loops, the build or the CLI names a learner.
+Adding a learner is its module `algorithms/<name>.py`, which defines `LEARNER = Learner(networks,
+make)` (`types.Learner`), its flags' dataclass beside it where it has flags of its own
+(`<name>_config.py`), and its line in `registry.LEARNERS`; nothing in the config, the loops, the
+build or the CLI names a learner.
+
+Importing this package starts no JAX: a learner's module is imported when it is asked for, and the
+names below that need JAX (`sweep_hparams`, ...) load on first use.
 """
 
 from __future__ import annotations
 
-from jaxrl_async.algorithms import a2c, dqn, impala, ppo, pqn, reinforce, sac, td3
-from jaxrl_async.algorithms.a2c import make_a2c
-from jaxrl_async.algorithms.dqn import make_dqn
-from jaxrl_async.algorithms.impala import make_impala
-from jaxrl_async.algorithms.ppo import PPOHyperparams, make_ppo
-from jaxrl_async.algorithms.reinforce import make_reinforce
-from jaxrl_async.algorithms.sac import make_sac
-from jaxrl_async.algorithms.sgd import LearnerHyperparams, make_learner, sweep_hparams
-from jaxrl_async.config import ALGORITHMS, BACKEND_DEFAULTS, SpeedSettings, TrainConfig
-from jaxrl_async.types import Algorithm, Learner
+import importlib
+from typing import TYPE_CHECKING
 
-LEARNERS: dict[str, Learner] = {
-    "ppo": ppo.LEARNER,
-    "a2c": a2c.LEARNER,
-    "reinforce": reinforce.LEARNER,
-    "impala": impala.LEARNER,
-    "dqn": dqn.LEARNER,
-    "sac": sac.LEARNER,
-    "td3": td3.LEARNER,
-    "pqn": pqn.LEARNER,
-}
+from jaxrl_async.algorithms.registry import LEARNERS, TrainConfig, check_action_space, learners_for
+from jaxrl_async.config import BACKEND_DEFAULTS, SpeedSettings
+
+if TYPE_CHECKING:  # jaxrl_async.types imports JAX
+    from jaxrl_async.types import Algorithm, Learner
+
+_FROM_SGD = ("LearnerHyperparams", "make_learner", "sweep_hparams")
 
 
 def learner(algo: str) -> Learner:
-    """The registry's entry for `algo`, or a ValueError naming the known ones."""
+    """The learner `algo` names (its module's `LEARNER`), or a ValueError naming the known ones."""
     if algo not in LEARNERS:
         raise ValueError(f"algo={algo!r} is not known: choose one of {', '.join(LEARNERS)}")
-    return LEARNERS[algo]
+    return importlib.import_module(f"{__name__}.{algo}").LEARNER
 
 
 def make_algorithm(cfg: TrainConfig, policy, nets=None, speed: SpeedSettings | None = None) -> Algorithm:
@@ -44,5 +38,11 @@ def make_algorithm(cfg: TrainConfig, policy, nets=None, speed: SpeedSettings | N
     return learner(cfg.algo).make(cfg, policy, nets, speed or BACKEND_DEFAULTS["cpu"])
 
 
-__all__ = ["ALGORITHMS", "LEARNERS", "LearnerHyperparams", "PPOHyperparams", "learner", "make_a2c", "make_algorithm",
-           "make_dqn", "make_impala", "make_learner", "make_ppo", "make_reinforce", "make_sac", "sweep_hparams"]
+def __getattr__(name: str):
+    if name in _FROM_SGD:
+        return getattr(importlib.import_module(f"{__name__}.sgd"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["LEARNERS", "TrainConfig", "check_action_space", "learner", "learners_for", "make_algorithm",
+           *_FROM_SGD]

@@ -84,7 +84,7 @@ def make_dqn(cfg, replay_cfg, dqn_cfg, policy: Policy, q_values: Callable, *, nu
     Args:
       cfg: the learner config (learning_rate, anneal_lr, gamma, max_grad_norm).
       replay_cfg: `config.ReplayConfig`.
-      dqn_cfg: `config.DQNConfig`.
+      dqn_cfg: `dqn_config.DQNConfig`.
       policy, q_values: the Q policy and its network (`nets.q.make_q_policy`).
       num_updates: iterations in the run (for the learning-rate annealing).
       num_envs, num_steps: the rollout's B and T (the buffer's row width; env steps per update).

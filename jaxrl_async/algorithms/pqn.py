@@ -62,7 +62,7 @@ def make_pqn(cfg, exploration_cfg, policy: Policy, q_values: Callable, *, num_up
     Args:
       cfg: the learner config (update_epochs, num_minibatches, learning_rate, anneal_lr, gamma,
         gae_lambda: the Q(lambda) returns' lambda, max_grad_norm).
-      exploration_cfg: the epsilon schedule's fields (`config.DQNConfig`'s epsilon_start,
+      exploration_cfg: the epsilon schedule's fields (`dqn_config.DQNConfig`'s epsilon_start,
         epsilon_end, epsilon_decay_fraction).
       policy, q_values: the Q policy and its network (`nets.q.make_q_policy`).
       num_updates: iterations in the run (for the learning-rate annealing).

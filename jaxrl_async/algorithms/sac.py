@@ -101,7 +101,7 @@ def make_sac(cfg, replay_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_upd
     Args:
       cfg: the learner config (learning_rate, anneal_lr, gamma, max_grad_norm).
       replay_cfg: `config.ReplayConfig`.
-      sac_cfg: `config.SACConfig`.
+      sac_cfg: `sac_config.SACConfig`.
       policy, nets: the actor policy and SAC's networks (`nets.sac.make_sac_policy`).
       num_updates: iterations in the run (for the learning-rate annealing).
       num_envs, num_steps: the rollout's B and T.

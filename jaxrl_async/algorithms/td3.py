@@ -113,7 +113,7 @@ def make_td3(cfg, replay_cfg, td3_cfg, policy: Policy, nets: TD3Nets, *, num_upd
              num_steps: int) -> Algorithm:
     """TD3 over rollouts of `num_steps` x `num_envs`; its `LearnerState.extra` is a `ReplayState`
     whose `nets` are `TD3Targets`, and its `opt_state` a dict of Adam states (`actor`, `critic`).
-    The arguments are `sac.make_sac`'s, with `td3_cfg` (`config.TD3Config`) for `sac_cfg` and
+    The arguments are `sac.make_sac`'s, with `td3_cfg` (`td3_config.TD3Config`) for `sac_cfg` and
     TD3's networks (`nets.td3.make_td3_policy`).
     """
     optimizer = make_optimizer(cfg.max_grad_norm)

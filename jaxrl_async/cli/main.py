@@ -26,7 +26,7 @@ import traceback
 import typing
 
 from jaxrl_async.trainer import presets
-from jaxrl_async.config import TrainConfig
+from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.config import host_env_kind
 
 

@@ -61,8 +61,7 @@ def check_box_learner(cfg: NetworkConfig, obs_shape, action_space,
     with finite bounds, a single-array observation, an MLP without a core; else a ValueError that
     says what to use instead (the learners for discrete actions, the flag)."""
     if not isinstance(action_space, spaces.Box):
-        raise ValueError(f"algo={algo!r} needs a continuous Box action space, got {action_space!r}: use --algo ppo "
-                         f"(or a2c, reinforce, impala{', dqn, pqn' if isinstance(action_space, spaces.Discrete) else ''})")
+        raise ValueError(f"algo={algo!r} needs a continuous Box action space, got {action_space!r}")
     action_shape = tuple(int(d) for d in action_space.shape)
     action_dim = int(np.prod(action_shape))
     low = jnp.broadcast_to(jnp.asarray(action_space.low, jnp.float32), action_shape).reshape(-1)

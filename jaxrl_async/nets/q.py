@@ -63,8 +63,7 @@ def make_q_policy(cfg: NetworkConfig, obs_shape, action_space, *, algo: str = "d
     """The epsilon-greedy Q policy and `q_values(network_params, obs)` for a Discrete action space
     (`algo`: the learner that asks, for the errors; `layer_norm`: `QNetwork`'s)."""
     if not isinstance(action_space, spaces.Discrete):
-        raise ValueError(f"algo={algo!r} needs a Discrete action space, got {action_space!r}: use --algo ppo "
-                         f"(or a2c, reinforce, impala{', sac, td3' if isinstance(action_space, spaces.Box) else ''})")
+        raise ValueError(f"algo={algo!r} needs a Discrete action space, got {action_space!r}")
     if cfg.core != "none":
         raise ValueError(f"core={cfg.core!r} is not supported with algo={algo!r} (its Q-network learns from "
                          "single transitions, not sequences): use --core none")

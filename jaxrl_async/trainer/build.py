@@ -27,7 +27,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_async import algorithms
-from jaxrl_async.config import SpeedSettings, TrainConfig, host_env_kind, parse_env_kwargs, resolve_speed
+from jaxrl_async.config import SpeedSettings, host_env_kind, parse_env_kwargs, resolve_speed
+from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.host.gymnasium import make_host_env
 from jaxrl_async.envs.spaces import observation_shapes
@@ -142,6 +143,7 @@ def _build(cfg: TrainConfig, backend: str) -> Components:
         if cfg.network.action_dist == "tanh_gaussian":  # the policy's actions are unsquashed (`SquashAction`)
             env = SquashAction(env)
         obs_space, action_space = env.observation_space(env_params), env.action_space(env_params)
+    algorithms.check_action_space(cfg.algo, action_space)
     learner = algorithms.learner(cfg.algo)
     policy, nets = learner.networks(cfg, observation_shapes(obs_space), action_space)
     policy = with_matmul_precision(policy, cfg.matmul_precision)

@@ -22,7 +22,7 @@ import dataclasses
 import difflib
 from typing import Any
 
-from jaxrl_async.config import TrainConfig
+from jaxrl_async.algorithms import TrainConfig
 
 AUTO, NONE = "auto", "none"
 
@@ -57,8 +57,8 @@ class Preset:
     def apply(self, config: TrainConfig) -> TrainConfig:
         """`config` with this preset's settings over it (its env kept), recorded in `preset`."""
         settings = dict(self.settings)
-        nested = {name: dataclasses.replace(getattr(config, name), **settings.pop(name, {}))
-                  for name in ("network", "learner", "replay", "dqn", "sac", "td3", "pqn")}
+        nested = {field.name: dataclasses.replace(getattr(config, field.name), **settings.pop(field.name, {}))
+                  for field in dataclasses.fields(config) if dataclasses.is_dataclass(getattr(config, field.name))}
         return dataclasses.replace(config, **settings, **nested, preset=self.name)
 
 

@@ -38,7 +38,7 @@ from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer import metrics as metrics_lib
 from jaxrl_async.trainer import sinks as sinks_lib
 from jaxrl_async.trainer import run_dir as run_dir_lib
-from jaxrl_async.config import TrainConfig
+from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.core.programs import over_seeds, seed_keys
 from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.trainer.schedule import Schedule

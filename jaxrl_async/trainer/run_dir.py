@@ -60,7 +60,7 @@ def read_json(path: str) -> Any:
 
 def load_config(run_dir: str):
     """The TrainConfig a run was started with; a clear error for a directory that is not a run."""
-    from jaxrl_async.config import TrainConfig
+    from jaxrl_async.algorithms import TrainConfig
 
     path = os.path.join(run_dir, CONFIG_FILE)
     if not os.path.isfile(path):

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from jaxrl_async.config import TrainConfig
+from jaxrl_async.algorithms import TrainConfig
 
 AUTO_SYNCS = 20  # host syncs per run when iterations_per_call is 'auto' ...
 MAX_AUTO_ITERATIONS = 50  # ... but at most this many iterations between them

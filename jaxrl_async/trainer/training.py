@@ -23,7 +23,7 @@ from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.trainer.build import Components, build, initial_states
-from jaxrl_async.config import TrainConfig
+from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.trainer.compile_phases import CompilePhases
 from jaxrl_async.trainer.fused import train_fused

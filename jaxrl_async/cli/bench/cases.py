@@ -24,7 +24,8 @@ from jaxrl_async.cli.bench.processes import processes
 from jaxrl_async.cli.bench.suites import suites
 from jaxrl_async.cli.bench.step_costs import bootstrap_cost, gradient_step_cost, host_step_cost, host_sync_cost
 from jaxrl_async.trainer.build import build, forget_builds, init_state, initial_states
-from jaxrl_async.config import LearnerConfig, TrainConfig
+from jaxrl_async.config import LearnerConfig
+from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.trainer.fused import fused_program
 from jaxrl_async.trainer.sinks import METRICS_FILE
 from jaxrl_async.trainer.schedule import Schedule, chunk_plan

@@ -21,7 +21,7 @@ from jaxrl_async.trainer import presets
 from jaxrl_async.cli.bench.configs import DQN_CARTPOLE, REFERENCE
 from jaxrl_async.cli.bench.measure import time_calls
 from jaxrl_async.trainer.build import build, init_state, initial_states
-from jaxrl_async.config import TrainConfig
+from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.envs.wrappers import max_truncations as env_truncation_bound
 from jaxrl_async.trainer.fused import compile_fused, fused_program
 from jaxrl_async.rollout.device import make_rollout

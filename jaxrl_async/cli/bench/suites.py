@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_async.cli.bench.measure import time_alternately
-from jaxrl_async.config import TrainConfig
+from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.core.advantages import batched_gae
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.spaces import as_observation
