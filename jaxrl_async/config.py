@@ -327,6 +327,12 @@ class TrainConfigBase:
     """Numbered checkpoints kept (the newest); checkpoints/best.ckpt is kept apart."""
     tensorboard: bool = False
     """Also write TensorBoard event files to the run directory (needs tensorboardX)."""
+    video_interval: int = 0
+    """Record a video every Nth evaluation (and at the final one): the greedy evaluation episode of the first seed, drawn by the env's own renderer into videos/update-XXXXXX.mp4 in the run directory (and TensorBoard or the tracker when on); 0: no videos. pip install 'jaxrl_async[video]'; docs/runs.md, "Videos"."""
+    video_max_frames: int = 1000
+    """The most frames (env steps) a video holds: a longer episode's video stops there."""
+    tracker: Literal["none", "wandb", "mlflow"] = "none"
+    """Also log the run (config, metrics against env steps, videos, summary, best checkpoint) to an experiment tracker: 'wandb' (Weights & Biases, files in RUN_DIR/wandb; offline unless you are logged in; WANDB_MODE wins) or 'mlflow' (MLFLOW_TRACKING_URI, else a local store beside the run directory: <parent>/mlruns); a resumed run continues the same tracker run. pip install 'jaxrl_async[wandb]' or '[mlflow]'; docs/runs.md, "Trackers"."""
     run_dir: str | None = None
     """Run directory; default runs/<env>-<algo>-<timestamp> (a ':' or '/' of the env id written '-')."""
     # Speed settings: how the programs are laid out, not what they compute (results agree to float
@@ -379,6 +385,10 @@ class TrainConfigBase:
             require(value == "auto" or (isinstance(value, int) and value >= 0), name, value,
                     "use a count of updates >= 0 (0 = only at the end) or 'auto'")
         require(self.keep_checkpoints >= 1, "keep_checkpoints", self.keep_checkpoints, "must be >= 1")
+        require(self.video_interval >= 0, "video_interval", self.video_interval,
+                "must be a count of evaluations >= 0 (0: no videos; 1: a video at every evaluation)")
+        require(self.video_max_frames >= 1, "video_max_frames", self.video_max_frames,
+                "must be a count of frames >= 1 (the most env steps a video holds)")
         for name in ("scan_unroll", "update_unroll", "eval_unroll"):
             value = getattr(self, name)
             require(value == "auto" or (isinstance(value, int) and value >= 1), name, value,

@@ -31,6 +31,10 @@ _LEVEL_GIVEN = "xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", "
 if not _LEVEL_GIVEN:
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_TEST_OPTIMIZATION_LEVEL}".strip()
 
+# MuJoCo's renderer (the videos' Brax and Playground frames) without a display: MuJoCo picks its OpenGL
+# backend when it is imported, which a test module importing a suite does at collection
+os.environ.setdefault("MUJOCO_GL", "egl")
+
 # the commands' CPU settings (see runtime.py), but one device: tests choose their devices
 configure_cpu_runtime(expose_cores=False)
 
@@ -77,7 +81,9 @@ gc.set_threshold(20_000, 20, 20)
 # whether its file imports the package, a test imports it or reaches our own "pip install" error.
 OPTIONAL_MODULES = {"brax": "brax", "mujoco_playground": "playground", "craftax": "craftax", "jumanji": "jumanji",
                     "navix": "navix", "xminigrid": "xminigrid", "envpool": "envpool", "mujoco": "mujoco",
-                    "tensorboardX": "tensorboard", "matplotlib": "plot", "importlinter": "dev", "psutil": "dev"}
+                    "tensorboardX": "tensorboard", "matplotlib": "plot", "importlinter": "dev", "psutil": "dev",
+                    "wandb": "wandb", "mlflow": "mlflow", "sqlalchemy": "mlflow", "alembic": "mlflow"}
+OPTIONAL_MODULES.update({"imageio": "video", "imageio_ffmpeg": "video", "pygame": "video"})  # test_video.py's
 # Test files that need one without importing it first (they reach it through the CLI or the suites)
 FILES_NEEDING = {"test_mujoco.py": ("mujoco",), "test_envpool.py": ("envpool",), "test_layers.py": ("importlinter",),
                  "test_suite_brax.py": ("brax",), "test_suite_playground.py": ("mujoco_playground",),

@@ -26,7 +26,7 @@ def test_quick_run_writes_the_machine_and_every_case(quick_report):
     prefixes = {key.split("/")[0] for key in report["results"]}
     assert prefixes == {"env_step", "rollout", "advantages", "update", "gae_placement", "e2e", "devices",
                         "compile_cache", "ops_per_iteration", "eval_cost", "gradient_step_cost", "host_step_cost",
-                        "host_sync_cost", "bootstrap_cost", "processes", "suites", "pqn_vs_ppo"}
+                        "host_sync_cost", "bootstrap_cost", "processes", "suites", "pqn_vs_ppo", "video_cost"}
 
 
 def test_microbenchmarks_report_compile_time_and_rates(quick_report):
@@ -126,6 +126,14 @@ def test_eval_cost(quick_report):
     assert cost["eval_checkpoint_pct"]["median"] == pytest.approx(100 * cost["eval_checkpoint_s"] / cost["train_s"])
     assert 0 < cost["eval_s"] + cost["checkpoint_s"] <= cost["eval_checkpoint_s"]
     assert cost["evaluations"] == cost["checkpoints"] == 10  # 'auto' at 40 updates: every 4th, the last included
+
+
+def test_video_cost(quick_report):
+    results = quick_report[1]["results"]
+    off, on = results["video_cost/4x128/fused/off"], results["video_cost/4x128/fused/every-eval"]
+    assert off["video_s"] == 0 and on["video_s"] > 0 and on["video_draw_s"] > 0
+    assert on["ratio_to_off"] == pytest.approx(on["steps_per_second"]["median"] / off["steps_per_second"]["median"])
+    assert on["wall_ratio_to_off"] > 0
 
 
 def test_pqn_vs_ppo(quick_report):

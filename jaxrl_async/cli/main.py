@@ -26,6 +26,7 @@ import traceback
 import typing
 
 from jaxrl_async.trainer import presets
+from jaxrl_async.trainer.trackers import check_tracker
 from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.config import host_env_kind
 
@@ -77,6 +78,8 @@ class EvalCommand:
     """Sample actions instead of taking the greedy one."""
     seed: int = 0
     """Seed of the evaluation envs."""
+    video: str | None = None
+    """Also write seed 0's first greedy evaluation episode as an MP4 at this path, drawn by the env's own renderer (at most the run's --video-max-frames frames; pip install 'jaxrl_async[video]')."""
     compilation_cache: str | None = None
     """Persistent XLA compilation cache: a directory, or 'off'; default $JAX_COMPILATION_CACHE_DIR,
     else $XDG_CACHE_HOME/jaxrl_async/xla (a second start of the same config loads instead of compiling)."""
@@ -90,7 +93,7 @@ USAGE = """usage: jaxrl-async COMMAND [FLAGS]
 
 commands:
   train   train an agent, or continue one with --resume RUN_DIR (train --help lists every flag)
-  eval    evaluate a run's saved policy: jaxrl-async eval RUN_DIR [--checkpoint best|latest|PATH]
+  eval    evaluate a run's saved policy: jaxrl-async eval RUN_DIR [--checkpoint best|latest|PATH] [--video PATH]
   launch  one run over N local processes: jaxrl-async launch --processes N -- train FLAGS
   bench   run the benchmark suite (bench --help; --quick for a smoke run)
   envs    list the environment ids, with each preset's budget and expected return
@@ -247,6 +250,8 @@ def train_command(args: list[str], cpu_runtime: bool = False) -> int:
     try:
         command = _train_command_from(given, wants_help)
         check_env_id(command.config.env)
+        if not command.process_id:  # process 0 (or one to be told by --coordinator auto) logs to the tracker
+            check_tracker(command.config.tracker)  # before JAX starts: a missing package fails at once
     except ValueError as error:
         return _fail(TRAIN, error, given.get("debug", False))
     config = command.config
@@ -296,7 +301,7 @@ def eval_command(args: list[str], cpu_runtime: bool = False) -> int:
     try:
         configure_compilation_cache(command.compilation_cache)
         report = evaluate_run(command.run_dir, checkpoint=command.checkpoint, episodes=command.episodes,
-                              greedy=not command.stochastic, seed=command.seed)
+                              greedy=not command.stochastic, seed=command.seed, video=command.video)
     except (ValueError, FileNotFoundError) as error:
         return _fail(prog, error, command.debug)
     print(report)

@@ -49,6 +49,11 @@ class Wrapper:
     def default_params(self) -> Any:
         return self._env.default_params
 
+    def inner_state(self, state: Any) -> Any:
+        """The innermost env's state within this wrapper's `state` (`EpisodeStatistics` is the one
+        wrapper here that keeps a state of its own)."""
+        return self._env.inner_state(state) if isinstance(self._env, Wrapper) else state
+
     @property
     def name(self) -> str:
         return self._env.name
@@ -116,6 +121,9 @@ class EpisodeStatistics(Wrapper):
     The env state's leaves are made strongly typed, so reset and step return
     states of identical types (no retrace, stable `lax.scan` carries).
     """
+
+    def inner_state(self, state: EpisodeStatsState) -> Any:
+        return super().inner_state(state.env_state)
 
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, EpisodeStatsState]:
         obs, env_state = super().reset(key, params)

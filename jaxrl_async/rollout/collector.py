@@ -4,6 +4,7 @@
     collector.collect(params, state) -> (state, Trajectory)      a device collector, inside a jit
     actor = collector.make_actor(placement, state, ...)          what the async mode's thread runs
     evaluator = collector.evaluator(num_episodes, unroll)        greedy / sampling returns
+    record = collector.recorder(num_episodes, max_frames)       one greedy episode's states, for a video
 
 Two collectors implement it: `device.DeviceRollout` (a gymnax-API env: one jitted `lax.scan`) and
 `host.HostRollout` (gymnasium / EnvPool envs stepped on the host, acting with a jitted call).
@@ -58,6 +59,8 @@ class Collector(Protocol):
                    num_actors: int, program: ProgramHook = None) -> Actor: ...
 
     def evaluator(self, num_episodes: int, unroll: int = 1): ...
+
+    def recorder(self, num_episodes: int, max_frames: int): ...  # envs.render.CannotRender where it cannot
 
 
 # the per-step timings every actor reports (0 where a part does not apply)

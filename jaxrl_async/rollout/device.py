@@ -33,7 +33,7 @@ from jaxrl_async.nets.actor_critic import Policy, reset_carry
 from jaxrl_async.envs.spaces import as_observation, map_shapes
 from jaxrl_async.core.programs import ProgramHook, keep_program, over_seeds, put_empty_leaves, warm_up
 from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, finish
-from jaxrl_async.rollout.evaluate import DeviceEvaluator, make_evaluator
+from jaxrl_async.rollout.evaluate import DeviceEvaluator, Recording, make_evaluator, make_recorder
 from jaxrl_async.types import RolloutState, Trajectory
 
 
@@ -138,7 +138,8 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         return state, trajectory
 
     evaluator = functools.partial(make_evaluator, env, env_params, policy, normalize_obs=normalize_obs)
-    return DeviceRollout(init, collect, policy, num_envs, num_steps, evaluator)
+    recorder = functools.partial(make_recorder, env, env_params, policy, normalize_obs=normalize_obs)
+    return DeviceRollout(init, collect, policy, num_envs, num_steps, evaluator, recorder)
 
 
 class DeviceRollout(NamedTuple):
@@ -150,6 +151,7 @@ class DeviceRollout(NamedTuple):
     num_envs: int
     num_steps: int
     make_evaluator: Callable[..., Callable]  # (num_episodes=, unroll=) -> evaluate
+    make_recorder: Callable[..., Callable]  # (num_episodes=, max_frames=) -> record (`evaluate.make_recorder`)
 
     def make_actor(self, placement, state, *, device, num_seeds: int, seed: int, start: int,
                    num_actors: int, program: ProgramHook = None) -> "DeviceActor":
@@ -158,6 +160,11 @@ class DeviceRollout(NamedTuple):
 
     def evaluator(self, num_episodes: int, unroll: int = 1) -> DeviceEvaluator:
         return DeviceEvaluator(self.make_evaluator(num_episodes=num_episodes, unroll=unroll))
+
+    def recorder(self, num_episodes: int, max_frames: int) -> Callable[..., Recording]:
+        """`record(params, obs_stats, key, select) -> Recording`, a JAX function: the first greedy
+        evaluation episode, step by step (`evaluate.make_recorder`)."""
+        return self.make_recorder(num_episodes=num_episodes, max_frames=max_frames)
 
 
 class DeviceActor:

@@ -155,6 +155,86 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
     return evaluate
 
 
+@struct.dataclass
+class Recording:
+    """One env's greedy episode, step by step, for a video (`make_recorder`); L is the recording's
+    fixed length, the episode's steps come first (the rest are zeros).
+
+    Attributes:
+      states: what `select` keeps of the env state each step acted in, leaves `[L, ...]`.
+      live: `[L]` bool, the step belongs to the episode (its first `length` steps).
+      length: [] int32, the episode's steps recorded (at most L).
+      episode_return: [] float32, the undiscounted return over them.
+      complete: [] bool, the episode ended within the L steps.
+    """
+
+    states: Any
+    live: jax.Array
+    length: jax.Array
+    episode_return: jax.Array
+    complete: jax.Array
+
+
+def make_recorder(env, env_params, policy: Policy, *, num_episodes: int, max_frames: int,
+                  normalize_obs: bool = False) -> Callable[..., Recording]:
+    """Build `record(params, obs_stats, key, select) -> Recording`: the greedy episode that
+    `make_evaluator(..., num_episodes=num_episodes)` runs in its first env with the same `key`
+    (the same keys split the same way; the same actions up to the float rounding of a batch of
+    one), `select(env_state)` of each step it acts in written into a fixed-length `[L]` buffer,
+    L = min(`max_frames`, the env's time limit). The loop stops at the episode's end (a
+    `while_loop`, not a scan over all L steps): a recording costs the episode's steps, not the cap's.
+
+    Args:
+      env, env_params, policy, normalize_obs: as `make_evaluator`'s.
+      num_episodes: the evaluation's env count N, whose first env's episode this is.
+      max_frames: the most steps recorded; a longer episode is cut there (`complete` False).
+    """
+    time_limit = int(getattr(env_params, "max_steps_in_episode", 0)) or max_frames
+    length = min(max_frames, time_limit)
+    step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    reset_env = jax.vmap(env.reset, in_axes=(0, None))
+
+    def record(params: Any, obs_stats: RunningMeanStd, key: jax.Array, select: Callable[[Any], Any]) -> Recording:
+        key, reset_key = jax.random.split(key)
+        # the first env's keys of the evaluation's batch: a batch of one, the evaluation's env 0
+        obs, env_state = reset_env(jax.random.split(reset_key, num_episodes)[:1], env_params)
+        loop = _EvalLoop(env_state=env_state, obs=as_observation(policy.obs_shape, obs),
+                         policy_carry=policy.initial_carry((1,)), key=key, returns=jnp.zeros((1,), jnp.float32),
+                         lengths=jnp.zeros((1,), jnp.int32), done=jnp.zeros((1,), bool),
+                         reset=jnp.ones((1,), bool), t=jnp.zeros((), jnp.int32))
+        first = lambda tree: jax.tree.map(lambda leaf: leaf[0], tree)  # noqa: E731
+        frames = jax.tree.map(lambda leaf: jnp.zeros((length, *leaf.shape), leaf.dtype),
+                              jax.eval_shape(select, first(env_state)))
+
+        def cond(carry: tuple[_EvalLoop, Any]) -> jax.Array:
+            loop, _ = carry
+            return ~loop.done[0] & (loop.t < length)
+
+        def body(carry: tuple[_EvalLoop, Any]) -> tuple[_EvalLoop, Any]:
+            loop, frames = carry
+            key, _, step_key = jax.random.split(loop.key, 3)
+            obs_in = as_observation(policy.obs_shape, loop.obs)
+            if normalize_obs:
+                obs_in = obs_stats.normalize(obs_in)
+            dist, _, policy_carry = policy.step(params, obs_in, reset_carry(policy, loop.policy_carry, loop.reset))
+            frames = jax.tree.map(lambda buffer, leaf: buffer.at[loop.t].set(leaf), frames,
+                                  select(first(loop.env_state)))
+            with without_reset():  # the loop ends with the episode
+                obs, env_state, reward, terminated, truncated, _ = step_env(
+                    jax.random.split(step_key, num_episodes)[:1], loop.env_state, dist.mode(), env_params)
+            ended = terminated | truncated
+            loop = loop.replace(env_state=env_state, obs=as_observation(policy.obs_shape, obs),
+                                policy_carry=policy_carry, key=key, returns=loop.returns + reward.astype(jnp.float32),
+                                lengths=loop.lengths + 1, done=ended, reset=ended, t=loop.t + 1)
+            return loop, frames
+
+        loop, frames = jax.lax.while_loop(cond, body, (loop, frames))
+        return Recording(states=frames, live=jnp.arange(length) < loop.t, length=loop.t,
+                         episode_return=loop.returns[0], complete=loop.done[0])
+
+    return record
+
+
 def _where_rows(rows: jax.Array, on_true: Any, on_false: Any) -> Any:
     """`on_true`'s row where `rows` (`[N]` bool), else `on_false`'s, leaf by leaf (leaves `[N, ...]`)."""
     return jax.tree.map(lambda a, b: jnp.where(rows.reshape(rows.shape + (1,) * (jnp.ndim(a) - 1)), a, b),

@@ -28,6 +28,7 @@ import numpy as np
 from jaxrl_async.envs.host.cores import actor_core, on_core
 from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, set_row
 from jaxrl_async.envs.normalize import RunningMeanStd
+from jaxrl_async.envs.render import CannotRender
 from jaxrl_async.rollout.evaluate import HostEvaluator
 from jaxrl_async.core.exploration import check_correlation, correlate, fresh_noise, initial_noise
 from jaxrl_async.core.trees import pack, unpack
@@ -219,6 +220,12 @@ class HostRollout:
 
     def evaluator(self, num_episodes: int, unroll: int = 1) -> HostEvaluator:
         return HostEvaluator(self, num_episodes)
+
+    def recorder(self, num_episodes: int, max_frames: int):
+        """Host envs record no episode: their states live in the simulators the actor threads step,
+        and never reach a program that could return them."""
+        raise CannotRender(f"{self.spec.env_id} is a host env, stepped by the async mode's actor threads: its "
+                           "states never reach the program that records an episode")
 
     def record_spec(self, params) -> dict:
         """What a fragment records (`types.RECORDED_FIELDS` but the log-probabilities and values,

@@ -88,10 +88,11 @@ class Components(NamedTuple):
 # The config's fields that no program sees: the run's directory and logs, its host-side schedule
 # (the chunk sizes are arguments of the fused program), which evaluations run, the async pipeline's
 # host policy, the preset's label (its settings are the other fields) and the seed, which reaches
-# the programs only through the keys they take as arguments.
-HOST_SIDE_FIELDS = frozenset({"run_dir", "tensorboard", "eval_interval", "checkpoint_interval", "keep_checkpoints",
-                              "iterations_per_call", "eval_stochastic", "lag", "buffer_size", "sync_interval",
-                              "preset", "seed"})
+# the programs only through the keys they take as arguments. The videos' fields shape only the recording
+# program, made apart from the pieces and named by them (`videos.Videos.create`).
+HOST_SIDE_FIELDS = frozenset({"run_dir", "tensorboard", "tracker", "eval_interval", "checkpoint_interval",
+                              "keep_checkpoints", "iterations_per_call", "eval_stochastic", "lag", "buffer_size",
+                              "sync_interval", "preset", "seed", "video_interval", "video_max_frames"})
 
 
 def program_key(cfg: TrainConfig) -> tuple:

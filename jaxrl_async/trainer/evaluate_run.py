@@ -13,6 +13,8 @@ from jaxrl_async.core.programs import over_seeds, seed_keys
 from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.trainer.run import restore_training_state
 from jaxrl_async.trainer.run_dir import load_config
+from jaxrl_async.trainer.videos import episode_video, require_encoder
+from jaxrl_async.envs.render import CannotRender, headless_gl
 
 
 def resolve_checkpoint(run_dir: str, which: str) -> str:
@@ -32,12 +34,21 @@ def resolve_checkpoint(run_dir: str, which: str) -> str:
 
 
 def evaluate_run(run_dir: str, *, checkpoint: str = "best", episodes: int = 32, greedy: bool = True,
-                 seed: int = 0) -> str:
-    """Evaluate every seed's saved policy on fresh envs; returns a printable report."""
+                 seed: int = 0, video: str | None = None) -> str:
+    """Evaluate every seed's saved policy on fresh envs; returns a printable report. With `video`,
+    also record the greedy policy's first evaluation episode of seed 0 as an MP4 at that path
+    (`videos.episode_video`; a ValueError before evaluating where the env cannot render)."""
     cfg = dataclasses.replace(load_config(run_dir), eval_episodes=episodes)
     path = resolve_checkpoint(run_dir, checkpoint)
     saved = ckpt.load(path)
+    if video is not None:
+        require_encoder()
+        headless_gl()  # before the build: MuJoCo, which the suites import, then draws without a display
     c = build(cfg)
+    try:
+        write_video = episode_video(c) if video is not None else None
+    except CannotRender as reason:
+        raise ValueError(f"cannot record a video: {reason}") from None
     state, _, _ = restore_training_state(initial_states(c), saved, path, c.algo.host)  # only the params are used
     # jitted where the evaluator is a JAX function; plain Python where it steps host envs
     evaluate = c.evaluate.stage(over_seeds(lambda p, s, k: c.evaluate(p, s, k, greedy=greedy), cfg.num_seeds))
@@ -53,4 +64,9 @@ def evaluate_run(run_dir: str, *, checkpoint: str = "best", episodes: int = 32, 
                      f"  [min {stats['eval_return_min'][i]:.2f}, max {stats['eval_return_max'][i]:.2f}]"
                      f"  length {stats['eval_length_mean'][i]:.1f}  ({int(stats['eval_episodes'][i])} episodes)")
     lines.append(f"mean return over seeds: {float(np.nanmean(stats['eval_return_mean'])):.2f}")
+    if write_video is not None:  # the greedy policy's first episode with seed 0's evaluation key
+        written = write_video(state.learner.params, state.rollout.obs_stats, seed_keys(seed, cfg.num_seeds)[0], video)
+        cut = "" if written["complete"] else f", cut at video_max_frames={cfg.video_max_frames}"
+        lines.append(f"video: {video} ({written['frames']} frames: seed 0's first greedy episode, return "
+                     f"{written['episode_return']:.2f}{cut})")
     return "\n".join(lines)

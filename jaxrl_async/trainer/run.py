@@ -49,6 +49,7 @@ from jaxrl_async.types import HostHooks, TrainState
 
 EVAL_STREAM = 0x5EED  # evaluation keys: fold_in(fold_in(seed key, EVAL_STREAM), update)
 TRAINING_LOOP, EVALUATION = "the training loop", "the evaluation"  # the programs `Run.compiling` names
+RECORDING = "the recording"  # ... and the videos' (`videos.py`)
 
 
 class TrainingDiverged(FloatingPointError):
@@ -136,7 +137,7 @@ class Run:
                  run_dir: str, sinks: list, start_update: int = 0, best_eval_return: float | None = None,
                  last_checkpoint: str | None = None, stop_after: int | None = None,
                  wall_start: float | None = None, learner_host: HostHooks = HostHooks(),
-                 loop_phases: CompilePhases | None = None, console: bool = False):
+                 loop_phases: CompilePhases | None = None, console: bool = False, videos: Any = None):
         self.cfg = cfg
         self.placement = placement
         self.schedule = Schedule.from_config(cfg)
@@ -165,14 +166,16 @@ class Run:
         self._compiled_lock = threading.Lock()  # the evaluation's thread appends to it
         self._evaluate = evaluation
         self._seed_keys = np.asarray(seed_keys(cfg.seed, cfg.num_seeds))  # host data: any process passes it
+        self._videos = videos  # `videos.Videos`, or None: no videos
 
     @classmethod
     def create(cls, cfg: TrainConfig, evaluation, placement: Placement, *,
                console: bool = True, resume: dict | None = None, stop_after: int | None = None,
                wall_start: float | None = None, extra_sinks: tuple = (),
-               learner_host: HostHooks = HostHooks(), loop_phases: CompilePhases | None = None) -> "Run":
+               learner_host: HostHooks = HostHooks(), loop_phases: CompilePhases | None = None,
+               videos: Any = None) -> "Run":
         """Open the run directory (a fresh one, or the resumed run's), write config.json, open
-        the sinks (console, metrics.jsonl, TensorBoard, and any `extra_sinks`).
+        the sinks (console, metrics.jsonl, TensorBoard, the tracker, and any `extra_sinks`).
 
         Args:
           evaluation: the run's evaluation program (`evaluation_program`).
@@ -180,6 +183,7 @@ class Run:
           stop_after: stop (with a checkpoint) at the first sync at or after this many updates.
           learner_host: the learner's `HostHooks` (what its checkpoints keep, its own rates).
           loop_phases: the compile phases the caller records until the loop is compiled (`loop_compiled`).
+          videos: the run's evaluation videos (`videos.Videos.create`; None: none).
         """
         start_update = int((resume or {}).get("counters", {}).get("updates", 0))
         if not distributed.is_writer():  # another process than 0: it writes nothing
@@ -187,17 +191,19 @@ class Run:
             return cls(cfg, evaluation, placement, run_dir=cfg.run_dir or "", sinks=[], start_update=start_update,
                        best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
                        last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start,
-                       learner_host=learner_host, loop_phases=loop_phases)
+                       learner_host=learner_host, loop_phases=loop_phases, videos=videos)
         if resume is None:
             run_dir = run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
         else:
             run_dir = cfg.run_dir
         run_dir_lib.write_json(os.path.join(run_dir, run_dir_lib.CONFIG_FILE), cfg.to_dict())
-        sinks = sinks_lib.open_sinks(run_dir, cfg.env_steps, console, tensorboard=cfg.tensorboard) + list(extra_sinks)
+        # the tracker logs the config with the directory the run has (a default one is picked above)
+        sinks = sinks_lib.open_sinks(run_dir, cfg.env_steps, console, tensorboard=cfg.tensorboard, tracker=cfg.tracker,
+                                     config={**cfg.to_dict(), "run_dir": run_dir}) + list(extra_sinks)
         return cls(cfg, evaluation, placement, run_dir=run_dir, sinks=sinks, start_update=start_update,
                    best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
                    last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start,
-                   learner_host=learner_host, loop_phases=loop_phases, console=console)
+                   learner_host=learner_host, loop_phases=loop_phases, console=console, videos=videos)
 
     def __enter__(self) -> "Run":
         self._stop.__enter__()
@@ -208,6 +214,8 @@ class Run:
         if self._eval_compiling is not None:  # the loop failed before it waited
             self._eval_compiling[0].join()
             self._eval_compiling = None
+        if self._videos is not None:  # a run that failed drops the videos not yet drawn
+            self._videos.close(wait=exc is None)
         for sink in self._sinks:
             sink.close()
         try:
@@ -217,11 +225,21 @@ class Run:
                 raise
             exc.add_note(str(error))  # the error already on its way stays the one raised
 
+    def write_summary(self, summary: dict) -> None:
+        """Write summary.json and hand the summary, with the best checkpoint's path, to the sinks that
+        take it (a tracker's: `sinks.write_summary`), before they close. Process 0 alone writes."""
+        if not distributed.is_writer():
+            return
+        run_dir_lib.write_json(os.path.join(self.run_dir, run_dir_lib.SUMMARY_FILE), summary)
+        best = os.path.join(ckpt.checkpoint_dir(self.run_dir), ckpt.BEST)  # on disk: the last sync waited for it
+        sinks_lib.write_summary(self._sinks, summary, best if os.path.isfile(best) else None)
+
     def timings(self) -> dict:
         """The host syncs' time split (summary.json): `eval_s`, `checkpoint_s` (in the loop's
         thread), `checkpoint_encode_s` and `checkpoint_write_s` (in the writer's, beside training)."""
         return {"eval_s": self.eval_s, "checkpoint_s": self.checkpoint_s,
-                "checkpoint_encode_s": self._writer.encode_s, "checkpoint_write_s": self._writer.write_s}
+                "checkpoint_encode_s": self._writer.encode_s, "checkpoint_write_s": self._writer.write_s,
+                **(self._videos.timings() if self._videos is not None else {})}
 
     # -- the sync step ---------------------------------------------------
     def sync(self, window: Window, state: TrainState, *, extra_state: dict | None = None,
@@ -247,6 +265,8 @@ class Run:
                 self._stop_after is not None and updates >= self._stop_after)
             record = {**self._window_record(window), **window.extra}
             best = self.schedule.is_eval_point(updates) and self._evaluate_into(record, state, updates)
+            if self._videos is not None:
+                self._videos_into(record, state, updates, last=stopping or updates == self.schedule.num_updates)
             with self._compiled_lock:
                 compiled, self._compiled = self._compiled, []
             if compiled:  # a field, not lines of their own: readers take every line for a sync's
@@ -306,6 +326,9 @@ class Run:
             for greedy in (True, False) if self.cfg.eval_stochastic else (True,):
                 self._evaluation(params, obs_stats, self.start_update, greedy)
         self.eval_compile_s = time.perf_counter() - start
+        if self._videos is not None:  # the recording program, after the evaluation's, in the same thread
+            with self.compiling(RECORDING), collector_paused():
+                self._videos.warm_up(params, obs_stats, self._seed_keys, self.start_update)
 
     def start_compiling_evaluation(self, state: TrainState) -> None:
         """`compile_evaluation` in a thread, beside the training loop's compilation and its first
@@ -378,6 +401,21 @@ class Run:
         record["best_eval_return"] = self.best_eval_return
         self.eval_s += time.perf_counter() - start
         return best
+
+    def _videos_into(self, record: dict, state: TrainState, updates: int, last: bool) -> None:
+        """Record seed 0's evaluation episode where the schedule asks for a video; the videos written
+        since the last sync go to the sinks and into the metrics record (`videos`); the last sync
+        waits for its video to be written."""
+        if self._videos.due(updates):
+            self._evaluation_compiled()  # the recording compiles in the evaluation's thread, after it
+            self._videos.record(state.learner.params, state.rollout.obs_stats, self._seed_keys, updates, self.run_dir)
+        if last:
+            self._videos.wait()
+        written = self._videos.finished(self.run_dir)
+        for video in written:
+            sinks_lib.write_video(self._sinks, os.path.join(self.run_dir, video["path"]), video["env_steps"])
+        if written:
+            record["videos"] = written
 
     def _save(self, state: TrainState, updates: int, paths: list[str], extra_state: dict | None,
               counters: dict | None, prune: bool, wait: bool) -> None:

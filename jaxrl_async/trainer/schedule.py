@@ -79,3 +79,9 @@ class Schedule:
 
     def is_checkpoint_point(self, updates: int) -> bool:
         return updates == self.num_updates or bool(self.checkpoint_every and updates % self.checkpoint_every == 0)
+
+    def is_video_point(self, updates: int, video_interval: int) -> bool:
+        """Every `video_interval`-th evaluation records a video, and so does the final one (0: none)."""
+        if not video_interval or not self.is_eval_point(updates):
+            return False
+        return updates == self.num_updates or (updates // self.eval_every) % video_interval == 0

@@ -1,6 +1,8 @@
-"""Where a run's metrics lines go: the console, `metrics.jsonl`, TensorBoard (`open_sinks`).
+"""Where a run's metrics lines go: the console, `metrics.jsonl`, TensorBoard, an experiment
+tracker (`open_sinks`).
 
 Each sink takes the record a host sync writes (`run.Run.sync`): means over seeds, a JSON-able dict.
+A tracker's sink (`trackers.py`) also takes the run's videos and its summary.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TextIO
 import numpy as np
 
 from jaxrl_async.trainer.metrics import to_jsonable
+from jaxrl_async.trainer.trackers import open_tracker
 
 METRICS_FILE = "metrics.jsonl"  # one JSON line per host sync, in the run directory
 
@@ -105,13 +108,39 @@ class TensorBoardSink:
                 self._writer.add_scalar(name, float(value), step)
         self._writer.flush()
 
+    def write_video(self, path: str, env_steps: int) -> None:
+        # the video's path as text: tensorboardX's add_video would need moviepy and the frames again
+        self._writer.add_text("video", path, env_steps)
+        self._writer.flush()
+
     def close(self) -> None:
         self._writer.close()
 
 
+def write_video(sinks: list, path: str, env_steps: int) -> None:
+    """Hand a video just written (an MP4 file) to each sink with a `write_video(path, env_steps)` method."""
+    for sink in sinks:
+        take = getattr(sink, "write_video", None)  # the console and metrics.jsonl take none
+        if take is not None:
+            take(path, env_steps)
+
+
+def write_summary(sinks: list, summary: dict, best_checkpoint: str | None) -> None:
+    """Hand a completed run's summary, and its best checkpoint's path (None: no evaluation scored), to
+    each sink with a `write_summary(summary, best_checkpoint)` method (a tracker's, `trackers.py`)."""
+    for sink in sinks:
+        take = getattr(sink, "write_summary", None)  # the console and the files take none
+        if take is not None:
+            take(summary, best_checkpoint)
+
+
 def open_sinks(run_dir: str | None, total_env_steps: int, console: bool = True, *,
-               tensorboard: bool = False) -> list:
+               tensorboard: bool = False, tracker: str = "none", config: dict | None = None) -> list:
+    """The run's sinks; `tracker` (`trackers.TRACKERS`) logs the run, its `config` too. The tracker
+    opens first: one that cannot start leaves no metrics.jsonl, so the same --run-dir can start again."""
     sinks: list = []
+    if tracker != "none":
+        sinks.append(open_tracker(tracker, run_dir, config or {}))
     if tensorboard:
         sinks.append(TensorBoardSink(os.path.join(run_dir, "tensorboard")))
     if console:

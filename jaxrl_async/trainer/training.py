@@ -6,13 +6,12 @@
 The loops (`fused.train_fused`, `asynchronous.loop.train_async`) do only their mode's work and
 hand each host sync to the run's one sync step (`run.Run.sync`): metrics, evaluation,
 checkpoints, the stop request. This module picks the mode, restores a resumed run and
-writes `summary.json`.
+makes the summary (`run.Run.write_summary` writes `summary.json`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Any
 
@@ -22,6 +21,7 @@ import numpy as np
 from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer import run_dir as run_dir_lib
+from jaxrl_async.trainer import videos as videos_lib
 from jaxrl_async.trainer.build import Components, build, initial_states
 from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.rollout.evaluate import EvalResult
@@ -30,6 +30,7 @@ from jaxrl_async.trainer.fused import train_fused
 from jaxrl_async.trainer.run import Run, TrainingDiverged, evaluation_program, restore_training_state
 from jaxrl_async.trainer.runtime import collector_paused
 from jaxrl_async.trainer.sharding import Placement
+from jaxrl_async.trainer.trackers import check_tracker
 from jaxrl_async.types import TrainState
 
 __all__ = ["TrainResult", "TrainingDiverged", "load_resume", "make_summary", "train"]
@@ -86,6 +87,9 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
 def _train(cfg: TrainConfig, console: bool, hparams: Any, resume: bool, stop_after_updates: int | None,
            loop_phases: CompilePhases) -> TrainResult:
     wall_start = time.perf_counter()
+    if distributed.is_writer():  # the one process that logs to the tracker: a missing package fails before compiling
+        check_tracker(cfg.tracker)
+    videos_lib.prepare(cfg)  # before the build: the encoder is there; MuJoCo, which the suites import, draws headless
     with collector_paused():
         c = build(cfg)  # bad input (an unknown env id, say) fails before anything is written
     if resume and not cfg.run_dir:
@@ -105,8 +109,9 @@ def _train(cfg: TrainConfig, console: bool, hparams: Any, resume: bool, stop_aft
     state = placement.place(state)
     if console and placement.num_devices > 1:
         print(f"placement: {placement.describe()}", flush=True)
+    videos = videos_lib.Videos.create(c, writer=distributed.is_writer(), console=console)  # None: no videos
     with Run.create(cfg, evaluation_program(c), placement, console=console, resume=saved, stop_after=stop_after_updates,
-                    wall_start=wall_start, learner_host=c.algo.host, loop_phases=loop_phases) as run:
+                    wall_start=wall_start, learner_host=c.algo.host, loop_phases=loop_phases, videos=videos) as run:
         run.start_compiling_evaluation(state)  # beside the loop, which waits for it at its first evaluation
         if cfg.mode == "fused":
             state, timing = train_fused(c, run, state)
@@ -114,6 +119,14 @@ def _train(cfg: TrainConfig, console: bool, hparams: Any, resume: bool, stop_aft
             from jaxrl_async.trainer.asynchronous.loop import train_async  # the pipeline, only when asked for
 
             state, timing = train_async(c, run, state, saved)
+        # inside the run: its sinks (a tracker's run) take the summary before they close
+        return _finish(cfg, c, run, state, saved, timing, placement, wall_start, setup_compile_s, console)
+
+
+def _finish(cfg: TrainConfig, c: Components, run: Run, state: TrainState, saved: dict | None, timing: dict,
+            placement: Placement, wall_start: float, setup_compile_s: float, console: bool) -> TrainResult:
+    """The result of the run's loop: a completed run's summary (summary.json, the sinks' summary),
+    or a stopped run's checkpoint."""
     timing["compile_s"] += setup_compile_s
     done = timing.pop("updates_done")
     if distributed.is_multiprocess():
@@ -138,7 +151,7 @@ def _train(cfg: TrainConfig, console: bool, hparams: Any, resume: bool, stop_aft
         summary.update(saved["summary_fields"])  # e.g. a replay buffer that refilled after the resume
     if not distributed.is_writer():
         return TrainResult(summary, state, None, run.last_eval)
-    run_dir_lib.write_json(os.path.join(run.run_dir, run_dir_lib.SUMMARY_FILE), summary)
+    run.write_summary(summary)
     if console:
         stochastic = summary.get("final_eval_return_stochastic_mean")
         print(f"final greedy return {summary['final_eval_return_mean']:.2f} "

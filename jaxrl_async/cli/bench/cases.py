@@ -303,6 +303,41 @@ def eval_cost(quick: bool, repeats: int) -> dict:
     return {"eval_cost/4x128/fused/defaults": row}
 
 
+VIDEO_COST_FIELDS = ("video_s", "video_draw_s", "video_compile_s", "eval_checkpoint_s", "train_s", "wall_s",
+                     "compile_s")
+
+
+def video_cost(quick: bool, repeats: int) -> dict:
+    """What evaluation videos cost training (issue #60 asks that steady-state steps/s with them on
+    stay within 5% of those with them off): the reference config as a user runs it (about 10 evaluations), without videos and with one
+    at every evaluation (`--video-interval 1`), round-robin. Per variant: `steps_per_second` (the
+    training loop's, summary.json's) over the rounds, env steps / (wall - compile) (the host syncs,
+    the recordings and the wait for the last video included) and the videos' own seconds; the `on`
+    row carries each rate's ratio to `off`."""
+    from jaxrl_async.trainer.training import train
+
+    cfg = TrainConfig(**{**REFERENCE, "total_timesteps": 40 * 512} if quick else REFERENCE)
+    variants = {"off": cfg, "every-eval": dataclasses.replace(cfg, video_interval=1)}
+    summaries: dict[str, list] = {name: [] for name in variants}
+    rounds = 1 if quick else max(3, repeats // 5)  # a ratio of two noisy rates: a few rounds
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(rounds):
+            for name, variant in variants.items():
+                run_dir = os.path.join(tmp, f"{name}-{i}")
+                summaries[name].append(train(dataclasses.replace(variant, run_dir=run_dir), console=False).summary)
+    rows = {}
+    for name, runs in summaries.items():
+        rates = [s["steps_per_second"] for s in runs]
+        walls = [s["env_steps"] / (s["wall_s"] - s["compile_s"]) for s in runs]
+        rows[name] = {"steps_per_second": {"median": float(np.median(rates)), "min": min(rates), "max": max(rates)},
+                      "wall_minus_compile_steps_per_second": float(np.median(walls)), "repeats": len(runs),
+                      **{field: float(np.median([s.get(field, 0.0) for s in runs])) for field in VIDEO_COST_FIELDS}}
+    on, off = rows["every-eval"], rows["off"]
+    on["ratio_to_off"] = on["steps_per_second"]["median"] / off["steps_per_second"]["median"]
+    on["wall_ratio_to_off"] = on["wall_minus_compile_steps_per_second"] / off["wall_minus_compile_steps_per_second"]
+    return {f"video_cost/4x128/fused/{name}": row for name, row in rows.items()}
+
+
 _CACHE_PROBE = """
 import json, sys, jax
 jax.config.update("jax_compilation_cache_dir", sys.argv[1])
@@ -362,6 +397,6 @@ CASES = {"env_step": env_step, "rollout": rollout, "advantages": advantages, "up
          "end_to_end": end_to_end, "devices": devices, "gradient_step_cost": gradient_step_cost,
          "host_step_cost": host_step_cost, "host_sync_cost": host_sync_cost,
          "compile_cache": compile_cache, "eval_cost": eval_cost, "processes": processes, "suites": suites,
-         "pqn_vs_ppo": pqn_vs_ppo}
+         "pqn_vs_ppo": pqn_vs_ppo, "video_cost": video_cost}
 
 __all__ = ["CASES", "Timing"]

@@ -31,7 +31,7 @@ class BenchConfig:
     """Microbenchmarks and end-to-end throughput, each measured after compilation, repeated."""
 
     only: tuple[str, ...] = ()
-    """Cases to run (default all): env_step rollout advantages update gae_placement end_to_end devices compile_cache eval_cost processes suites (and the step-cost cases)."""
+    """Cases to run (default all): env_step rollout advantages update gae_placement end_to_end devices compile_cache eval_cost video_cost processes suites (and the step-cost cases)."""
     quick: bool = False
     """Tiny sizes and budgets: a smoke run of every code path."""
     repeats: int = 5
@@ -109,7 +109,7 @@ def headline(row: dict) -> tuple[str, float | None, str]:
 
 # the ratios a row may carry, printed after it
 RATIOS = ("ratio_to_raw_env", "ratio_to_env_with_resets", "ratio_to_fused", "ratio_to_one_device",
-          "overlap_efficiency", "learner_wait_fraction", "ratio_to_ppo")
+          "overlap_efficiency", "learner_wait_fraction", "ratio_to_ppo", "ratio_to_off", "wall_ratio_to_off")
 
 
 def table(results: dict, previous: dict | None = None) -> str:

@@ -10,7 +10,8 @@
   from its first reset's state, as Brax's `AutoResetWrapper` does): `functional.SuiteEnv`;
 - any other keyword goes to the env's constructor (e.g. `obs_mode=dict_state` for `fast`).
 
-Actions are a Box in [-1, 1]; `state.done` is termination (`brax_api.BraxApiEnv`).
+Actions are a Box in [-1, 1]; `state.done` is termination (`brax_api.BraxApiEnv`). Frames are drawn
+by MuJoCo's renderer from the joint positions Brax's own `render` reads (`brax_api.mujoco_draw`).
 """
 
 from __future__ import annotations
@@ -22,10 +23,21 @@ import brax.envs
 import brax.fluid
 import jax.numpy as jnp
 
-from jaxrl_async.envs.suites.brax_api import BraxApiEnv
+from jaxrl_async.envs.suites.brax_api import BraxApiEnv, MujocoFrames
 
 BACKENDS = ("mjx", "generalized", "positional", "spring")
 EPISODE_LENGTH = 1000
+
+
+def _frame_fields(state: Any) -> dict:
+    """What Brax's `render` (`brax.io.image.render_array`) copies from a state into MuJoCo's data."""
+    pipeline = state.pipeline_state
+    fields = {"qpos": pipeline.q, "qvel": pipeline.qd}
+    fields.update({name: getattr(pipeline, name) for name in ("mocap_pos", "mocap_quat") if hasattr(pipeline, name)})
+    return fields
+
+
+FRAMES = MujocoFrames(select=_frame_fields, model=lambda env: env.sys.mj_model)
 
 
 def env_ids() -> list[str]:
@@ -61,4 +73,4 @@ def make(env_id: str, backend: str | None = None, episode_length: int = EPISODE_
         raise ValueError(f"brax:{env_id} does not take the keyword arguments {sorted(env_kwargs)}: {error} "
                          "(--env-kwargs reach the env's constructor; this adapter's own are backend, "
                          "episode_length and auto_reset)") from error
-    return BraxApiEnv(env, f"brax:{env_id}", episode_length, auto_reset)
+    return BraxApiEnv(env, f"brax:{env_id}", episode_length, auto_reset, FRAMES)

@@ -13,19 +13,74 @@ those for their trainers; we use none of them). So:
   Python floats from `step` (Brax's `inverted_pendulum` sets `reward=1.0`) and a `lax.scan`
   carry must keep its types;
 - the observation is the suite's as it is: an array, or a dict of arrays (a `spaces.Dict`).
+
+Both suites draw with MuJoCo's renderer (`renderer`, for the evaluation videos): each frame is the
+model posed by the `MjData` fields the suite's own `render` copies from a state (`MujocoFrames`),
+on the suite's `MjModel`. It needs an OpenGL context: EGL or OSMesa without a display
+(`$MUJOCO_GL`, read when MuJoCo is imported; `envs.render.headless_gl`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any
+import warnings
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces
 
+from jaxrl_async.envs.render import CannotRender, Renderer, num_states, state_at
 from jaxrl_async.envs.suites.functional import SuiteEnv, SuiteParams
+
+FRAME_SIZE = (240, 320)  # height, width: Brax's and Playground's `render` defaults
+
+
+@dataclasses.dataclass(frozen=True)
+class MujocoFrames:
+    """What a suite's own `render` copies from one of its states into MuJoCo's `MjData` before
+    drawing it: `select`, the suite's `State` -> {MjData field name: array}, and `model`, the suite
+    env -> its `MjModel`."""
+
+    select: Callable[[Any], dict]
+    model: Callable[[Any], Any]
+
+
+def mujoco_draw(name: str, model: Any, fps: int, select: Callable[[Any], dict]) -> Renderer:
+    """A renderer drawing with MuJoCo's `Renderer` (the one the suites' `render` makes), from the
+    default free camera, `FRAME_SIZE`, without shadows and reflections; a `CannotRender` where it
+    finds no OpenGL context."""
+    import mujoco
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # GLFW's warning before MuJoCo's own error, without a display
+            mujoco.Renderer(model, 8, 8).close()
+    except Exception as error:  # mujoco.FatalError, or an ImportError of its GL backend
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CannotRender(f"{name}: MuJoCo's renderer found no OpenGL context ({reason}); set MUJOCO_GL=egl "
+                           "(or osmesa) before the run starts") from None
+
+    def draw(states: dict) -> Iterator[np.ndarray]:
+        renderer = mujoco.Renderer(model, *FRAME_SIZE)
+        data = mujoco.MjData(model)
+        try:
+            for index in range(num_states(states)):
+                for field, value in state_at(states, index).items():
+                    setattr(data, field, value)
+                mujoco.mj_forward(model, data)
+                renderer.update_scene(data, camera=-1)
+                # no shadows or reflections: on a CPU's software OpenGL (Mesa) they cost five times the
+                # rest of a frame
+                renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
+                renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
+                yield renderer.render().copy()
+        finally:
+            renderer.close()
+
+    return Renderer(select=select, draw=draw, fps=fps)
 
 
 def observation_space_of(obs: Any, where: str) -> Any:
@@ -47,9 +102,11 @@ class BraxApiEnv(SuiteEnv):
       name: our id for it, `SUITE:ID`, for messages.
       max_steps_in_episode: the time limit, >= 1.
       auto_reset: 'full' or 'cached' (`SuiteEnv`).
+      frames: what the suite's `render` reads of a state (`renderer`); None: the env cannot render.
     """
 
-    def __init__(self, env: Any, name: str, max_steps_in_episode: int, auto_reset: str):
+    def __init__(self, env: Any, name: str, max_steps_in_episode: int, auto_reset: str,
+                 frames: MujocoFrames | None = None):
         if isinstance(max_steps_in_episode, bool) or not isinstance(max_steps_in_episode, (int, np.integer)) \
                 or max_steps_in_episode < 1:
             raise ValueError(f"episode_length={max_steps_in_episode!r} for {name} must be an int >= 1 (the time limit "
@@ -57,6 +114,7 @@ class BraxApiEnv(SuiteEnv):
         super().__init__(int(max_steps_in_episode), auto_reset)
         self._env = env
         self.name = name
+        self._frames = frames
         self._abstract_state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
         self._treedef = jax.tree.structure(self._abstract_state)
         self._observation_space = observation_space_of(self._abstract_state.obs, f"{name}'s observation")
@@ -73,6 +131,20 @@ class BraxApiEnv(SuiteEnv):
 
     def observation_space(self, params: Any = None) -> Any:
         return self._observation_space
+
+    def renderer(self) -> Renderer | None:
+        """MuJoCo's renderer over the suite's model (`mujoco_draw`); None for an env without a MuJoCo
+        model (Brax's `fast`)."""
+        frames = self._frames
+        try:
+            model = frames.model(self._env) if frames is not None else None
+            jax.eval_shape(frames.select, self._abstract_state)
+        except AttributeError:
+            return None
+        if model is None:
+            return None
+        return mujoco_draw(self.name, model, max(1, round(1 / float(self._env.dt))),
+                           lambda inner: frames.select(self.suite_state(inner)))
 
     def suite_state(self, inner: tuple) -> Any:
         """The suite's own `State` of an inner state (the tuple of its leaves)."""

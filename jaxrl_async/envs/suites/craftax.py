@@ -28,6 +28,7 @@ import jax.numpy as jnp
 from gymnax.environments import spaces
 
 from craftax import craftax_env
+from jaxrl_async.envs.render import GRID_FPS, Renderer, on_cpu
 from jaxrl_async.envs.suites.functional import SuiteEnv, SuiteParams
 
 # Craftax's state counts steps in int32; a limit it never reaches
@@ -98,3 +99,15 @@ class CraftaxEnv(SuiteEnv):
     def observation_space(self, params: Any = None) -> spaces.Box:
         space = self._env.observation_space(self.craftax_params)
         return spaces.Box(space.low, space.high, tuple(space.shape), jnp.float32)
+
+    def renderer(self) -> Renderer:
+        """Craftax's pixel renderer (the Classic game's or the full game's, whichever this env is),
+        its image-observation block size, on the host's CPU: the player's view and inventory."""
+        if type(self._env).__module__.startswith("craftax.craftax_classic"):
+            from craftax.craftax_classic.constants import BLOCK_PIXEL_SIZE_IMG
+            from craftax.craftax_classic.renderer import make_craftax_pixel_renderer
+        else:
+            from craftax.craftax.constants import BLOCK_PIXEL_SIZE_IMG
+            from craftax.craftax.renderer import make_craftax_pixel_renderer
+        return Renderer(select=lambda inner: inner, draw=on_cpu(make_craftax_pixel_renderer(BLOCK_PIXEL_SIZE_IMG)),
+                        fps=GRID_FPS)

@@ -109,6 +109,12 @@ class SuiteEnv(abc.ABC):
     def observation_space(self, params: Any = None) -> Any:
         """The observation space, as gymnax's spaces."""
 
+    def renderer(self) -> Any:
+        """How the suite's own renderer draws this env's states (`envs.render.Renderer`, its
+        `select` taking the suite's state, `inner`), for the evaluation videos; None (this default)
+        where the suite has none here."""
+        return None
+
     # The suite's own reset and step, each traced once per env and context, then reused from
     # JAX's cache (jit keeps a function's jaxpr per argument types): the loop's auto-reset holds
     # the reset twice (a lax.cond for one env, the batched rows) and the initial states and the

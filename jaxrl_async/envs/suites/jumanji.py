@@ -35,7 +35,7 @@ max_steps_in_episode, a time limit of ours on top (0: jumanji's alone).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -45,10 +45,12 @@ from gymnax.environments import spaces
 from jumanji import specs
 from jumanji.types import StepType
 
+from jaxrl_async.envs.render import GRID_FPS, Renderer, num_states, state_at
 from jaxrl_async.envs.spaces import MultiDiscrete
 from jaxrl_async.envs.suites.functional import SuiteEnv, SuiteParams
 
 MASK_KEY = "action_mask"
+MAX_FRAME_SIDE = 400  # pixels: jumanji's viewers draw 10-inch figures, 1000 pixels a side at their dpi
 
 
 def env_ids() -> list[str]:
@@ -186,6 +188,32 @@ class JumanjiEnv(SuiteEnv):
 
     def observation_space(self, params: Any = None) -> spaces.Dict:
         return _observation_space(self._obs_spec, self._mask_shape)
+
+    def renderer(self) -> Renderer:
+        """Jumanji's own `render(state)` (its matplotlib viewer), the figure it draws read as pixels
+        at most `MAX_FRAME_SIDE` a side; matplotlib's off-screen backend, since the writer's thread
+        draws (a GUI backend draws only from the main thread)."""
+        import matplotlib
+        import matplotlib.pyplot as plt
+
+        if matplotlib.get_backend().lower() != "agg":
+            plt.switch_backend("agg")
+        env = self._env
+
+        def draw(packed: dict) -> Iterator[np.ndarray]:
+            try:
+                for index in range(num_states(packed)):
+                    frame = env.render(self._unpack(state_at(packed, index)))
+                    if frame is None:  # a viewer in its 'human' mode draws on pyplot's current figure
+                        figure = plt.gcf()
+                        figure.set_dpi(min(figure.dpi, MAX_FRAME_SIDE / max(figure.get_size_inches())))
+                        figure.canvas.draw()
+                        frame = np.asarray(figure.canvas.buffer_rgba())
+                    yield np.array(frame[..., :3], np.uint8)
+            finally:
+                env.close()  # the viewer's figure
+
+        return Renderer(select=lambda packed: packed, draw=draw, fps=GRID_FPS)
 
 
 def make(env_id: str, max_steps_in_episode: int = 0, **env_kwargs: Any) -> JumanjiEnv:

@@ -37,6 +37,7 @@ from gymnax.environments import spaces
 from navix import observations
 from navix.rendering.cache import RenderingCache
 
+from jaxrl_async.envs.render import GRID_FPS, Renderer, on_cpu
 from jaxrl_async.envs.suites.functional import SuiteEnv, SuiteParams
 
 OBSERVATIONS = ("symbolic", "symbolic_first_person", "categorical", "categorical_first_person", "rgb",
@@ -76,6 +77,18 @@ class NavixEnv(SuiteEnv):
 
     def action_space(self, params: Any = None) -> spaces.Discrete:
         return spaces.Discrete(self._num_actions)
+
+    def renderer(self) -> Renderer:
+        """Navix's RGB renderer (`observations.rgb`: the whole grid, its sprites) on the host's CPU,
+        over the grid's background drawn there: the recording keeps the state without its rendering
+        cache (empty here unless the observations are RGB)."""
+        empty = RenderingCache(patches=jnp.zeros((0, 1, 1, 3), jnp.uint8))
+
+        def draw_one(state: Any) -> jax.Array:
+            return observations.rgb(state.replace(cache=RenderingCache.init(state.grid)))
+
+        return Renderer(select=lambda timestep: timestep.state.replace(cache=empty), draw=on_cpu(draw_one),
+                        fps=GRID_FPS)
 
     def observation_space(self, params: Any = None) -> spaces.Box:
         # the dtype's range, not navix's declared one: its symbolic space says at most 8, but the

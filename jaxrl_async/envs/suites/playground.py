@@ -29,9 +29,14 @@ from typing import Any
 import jax
 from mujoco_playground import dm_control_suite, locomotion, registry
 
-from jaxrl_async.envs.suites.brax_api import BraxApiEnv
+from jaxrl_async.envs.suites.brax_api import BraxApiEnv, MujocoFrames
 
 IMPLS = ("auto", "jax", "warp")
+# what Playground's `render` (`mjx_env.render_array`) copies from a state's MJX data into MuJoCo's
+FRAMES = MujocoFrames(
+    select=lambda state: {name: getattr(state.data, name)
+                          for name in ("qpos", "qvel", "mocap_pos", "mocap_quat", "xfrc_applied")},
+    model=lambda env: env.mj_model)
 
 
 def env_ids() -> list[str]:
@@ -75,4 +80,4 @@ def make(env_id: str, episode_length: int | None = None, impl: str = "auto", aut
     _check_menagerie(env_id)
     env = registry.load(env_id, config_overrides=config_overrides)
     # the env may set its own length (the vision configs do), so read it back from the env's config
-    return BraxApiEnv(env, f"playground:{env_id}", env._config.episode_length, auto_reset)
+    return BraxApiEnv(env, f"playground:{env_id}", env._config.episode_length, auto_reset, FRAMES)

@@ -27,7 +27,7 @@ env_kwargs:
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -38,6 +38,7 @@ from gymnax.environments import spaces
 from xminigrid.benchmarks import load_benchmark_from_path
 from xminigrid.core.constants import NUM_ACTIONS, NUM_COLORS, NUM_TILES
 
+from jaxrl_async.envs.render import GRID_FPS, Renderer, num_states, state_at
 from jaxrl_async.envs.suites.functional import SuiteEnv, SuiteParams
 
 _LAST = 2  # xminigrid's StepType.LAST
@@ -78,6 +79,17 @@ class XMiniGridEnv(SuiteEnv):
 
     def action_space(self, params: Any = None) -> spaces.Discrete:
         return spaces.Discrete(int(NUM_ACTIONS))
+
+    def renderer(self) -> Renderer:
+        """xminigrid's RGB renderer (`Environment.render` in its 'rgb_array' mode: the whole grid, the
+        agent's view highlighted), NumPy on the host."""
+        env, params = self._env, self._env_params.replace(render_mode="rgb_array")
+
+        def draw(timesteps: Any) -> Iterator[np.ndarray]:
+            for index in range(num_states(timesteps)):
+                yield np.asarray(env.render(params, state_at(timesteps, index)), np.uint8)
+
+        return Renderer(select=lambda timestep: timestep, draw=draw, fps=GRID_FPS)
 
     def observation_space(self, params: Any = None) -> spaces.Box:
         shape = (self._view, self._view, 2)
