@@ -580,8 +580,8 @@ def test_unknown_env_exits_2_with_one_line(flags, message, tmp_path, capsys):
     (["--total-timesteps", "10"], "total_timesteps=10 is invalid: must be at least one rollout"),
     (["--reward-scale", "0"], "reward_scale=0.0 is invalid: must be a finite number > 0"),
     (["--env", "Pendulum-v1", "--algo", "sac", "--action-dist", "tanh_gaussian"],
-     "action_dist='tanh_gaussian' is invalid: algo='sac' builds its own networks from hidden_sizes (sac's actor is "
-     "already a tanh-squashed Gaussian)"),
+     "action_dist='tanh_gaussian' is invalid: algo='sac' builds its tanh-squashed Gaussian actor and twin critics "
+     "from hidden_sizes: leave action_dist at 'gaussian'"),
     (["--env", "gymnasium:Pendulum-v1", "--action-dist", "tanh_gaussian"],
      "host envs ('gymnasium:Pendulum-v1') take the Gaussian clipped to their Box: use --action-dist gaussian"),
 ], ids=["num-envs-0", "negative-eval-interval", "budget-below-one-rollout", "reward-scale-0", "tanh-with-sac",

@@ -317,7 +317,9 @@ def video_cost(quick: bool, repeats: int) -> dict:
     from jaxrl_async.trainer.training import train
 
     cfg = TrainConfig(**{**REFERENCE, "total_timesteps": 40 * 512} if quick else REFERENCE)
-    variants = {"off": cfg, "every-eval": dataclasses.replace(cfg, video_interval=1)}
+    # quick: a smoke run of the path, so a few frames a video
+    variants = {"off": cfg, "every-eval": dataclasses.replace(cfg, video_interval=1,
+                                                              video_max_frames=16 if quick else cfg.video_max_frames)}
     summaries: dict[str, list] = {name: [] for name in variants}
     rounds = 1 if quick else max(3, repeats // 5)  # a ratio of two noisy rates: a few rounds
     with tempfile.TemporaryDirectory() as tmp:
