@@ -178,7 +178,7 @@ class Learner(NamedTuple):
         policy the rollout acts with and what else the learner trains (DQN's Q-function, SAC's
         actor and critics), at `cfg.matmul_precision`.
     make(cfg, policy, nets, speed) -> Algorithm: the learner for this config's rollout
-        (`speed`: the run's resolved `config.SpeedSettings`: the minibatch loop's unroll factor,
+        (`speed`: the run's resolved `speed.SpeedSettings`: the minibatch loop's unroll factor,
         the form of a return's recursion; how the programs are laid out, not what they compute).
     """
 

@@ -5,7 +5,8 @@ import dataclasses
 import pytest
 
 from jaxrl_async import algorithms
-from jaxrl_async.config import BACKEND_DEFAULTS, LearnerSpec, require, train_config_class
+from jaxrl_async.config import LearnerSpec, require, train_config_class
+from jaxrl_async.speed import BACKEND_DEFAULTS
 from jaxrl_async import TrainConfig
 from gymnax.environments.spaces import Box, Discrete
 from jaxrl_async.types import Algorithm, HostHooks, Learner

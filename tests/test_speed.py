@@ -1,6 +1,6 @@
 """Speed settings change how programs are laid out, never what they compute.
 
-- `config.resolve_speed`: 'auto' takes the backend's default, an explicit value stays, the matrix
+- `speed.resolve_speed`: 'auto' takes the backend's default, an explicit value stays, the matrix
   GAE gives way to the scan past its size bound (XLA:GPU compiles bigger ones for minutes).
 - The matrix form of the reverse recursion equals the scan (also from a non-zero initial
   value, across zero decays, on long fragments).
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from jaxrl_async.core import advantages as adv
-from jaxrl_async import config as speed
+from jaxrl_async import speed
 from jaxrl_async.cli.bench.hlo_ops import count_ops
 from jaxrl_async.algorithms import learner, make_algorithm
 from jaxrl_async.envs.spaces import observation_shapes

@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from jaxrl_async.algorithms.registry import LEARNERS, TrainConfig, check_action_space, learners_for
-from jaxrl_async.config import BACKEND_DEFAULTS, SpeedSettings
+from jaxrl_async.speed import BACKEND_DEFAULTS, SpeedSettings
 
 if TYPE_CHECKING:  # jaxrl_async.types imports JAX
     from jaxrl_async.types import Algorithm, Learner

@@ -17,7 +17,7 @@ from jaxrl_async.core import losses
 from jaxrl_async.algorithms.sgd import (actor_critic, LearnerHyperparams, make_learner, replay, replay_batch,
                                            truncated_importance_weight)
 from jaxrl_async.nets.actor_critic import Policy
-from jaxrl_async.config import SpeedSettings
+from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.types import Algorithm, Learner, Trajectory
 
 _FIELDS = ("obs", "action", "log_prob", "advantage", "target")

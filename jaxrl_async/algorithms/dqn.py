@@ -39,7 +39,7 @@ from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision, observed_
 from jaxrl_async.nets.q import make_q_policy
 from jaxrl_async.core.distributions import mask_scores, pick
 from jaxrl_async.core.optimizer import global_norm, make_optimizer, sgd_step
-from jaxrl_async.config import SpeedSettings
+from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
 
 

@@ -25,7 +25,7 @@ from jaxrl_async.core import losses
 from jaxrl_async.core.advantages import gae_inputs, vtrace
 from jaxrl_async.algorithms.sgd import actor_critic, make_learner, replay, replay_batch
 from jaxrl_async.nets.actor_critic import Policy
-from jaxrl_async.config import SpeedSettings
+from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.types import Algorithm, Learner, Trajectory
 
 _FIELDS = ("obs", "next_obs", "action", "log_prob", "reward", "terminated", "truncated")

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 
 from jaxrl_async.core import losses
 from jaxrl_async.algorithms.sgd import actor_critic, LearnerHyperparams, make_learner, replay, replay_batch
-from jaxrl_async.config import SpeedSettings, check_minibatches
+from jaxrl_async.config import check_minibatches
+from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.nets.actor_critic import Policy
 from jaxrl_async.types import Algorithm, Learner, Trajectory
 

@@ -34,7 +34,8 @@ import jax.numpy as jnp
 
 from jaxrl_async.algorithms.dqn import epsilon_schedule
 from jaxrl_async.algorithms.sgd import LearnerHyperparams, make_learner, replay_batch
-from jaxrl_async.config import SpeedSettings, check_minibatches
+from jaxrl_async.config import check_minibatches
+from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.core.advantages import batched_q_lambda_returns, gae_inputs
 from jaxrl_async.core.distributions import pick
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision

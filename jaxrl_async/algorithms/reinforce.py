@@ -19,7 +19,7 @@ from jaxrl_async.core.advantages import batched_lambda_returns, gae_inputs
 from jaxrl_async.algorithms.a2c import policy_gradient_terms
 from jaxrl_async.algorithms.sgd import actor_critic, make_learner, replay_batch
 from jaxrl_async.nets.actor_critic import Policy
-from jaxrl_async.config import SpeedSettings
+from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.types import Algorithm, Learner, Trajectory
 
 

@@ -43,7 +43,7 @@ from jaxrl_async.algorithms.replay.learner import UpdateStart, host_hooks, polya
 from jaxrl_async.core.optimizer import global_norm, make_optimizer
 from jaxrl_async.nets.actor_critic import Policy
 from jaxrl_async.nets.sac import SACNets, make_sac_policy
-from jaxrl_async.config import SpeedSettings
+from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.types import Algorithm, Learner
 
 

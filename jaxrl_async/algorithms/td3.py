@@ -53,7 +53,7 @@ from jaxrl_async.algorithms.replay.learner import UpdateStart, host_hooks, polya
 from jaxrl_async.core.optimizer import global_norm, make_optimizer
 from jaxrl_async.nets.actor_critic import Policy
 from jaxrl_async.nets.td3 import TD3Nets, make_td3_policy
-from jaxrl_async.config import SpeedSettings
+from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.types import Algorithm, HostHooks, Learner, LearnerState
 
 

@@ -3,7 +3,7 @@
 Every core function takes ONE trajectory of shape ``[T]`` (rlax style) and runs
 its recursion as a ``lax.scan(..., reverse=True)``, or with ``scan="matrix"`` as one
 [T, T] matrix product (the same values to float rounding; what a launch-bound GPU
-wants, `config.BACKEND_DEFAULTS`); ``batched_*`` wrappers vmap them over the env
+wants, `speed.BACKEND_DEFAULTS`); ``batched_*`` wrappers vmap them over the env
 axis of time-major ``[T, B]`` inputs.
 
 Episode boundaries are carried by two per-step inputs, built in one place by

@@ -27,7 +27,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_async import algorithms
-from jaxrl_async.config import SpeedSettings, host_env_kind, parse_env_kwargs, resolve_speed
+from jaxrl_async.config import host_env_kind, parse_env_kwargs
+from jaxrl_async.speed import SpeedSettings, resolve_speed
 from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.host.gymnasium import make_host_env

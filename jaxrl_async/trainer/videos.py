@@ -1,5 +1,5 @@
 """A run's evaluation videos: the greedy evaluation episode of the first seed, every
-`--video-interval`-th evaluation and the final one, as `videos/update-XXXXXX.mp4` in the run
+`--video-interval`-th evaluation and the final one, as `videos/update-<the update, six digits>.mp4` in the run
 directory.
 
     videos = Videos.create(c, writer=True, console=True)    # None: off, or cannot render

@@ -29,7 +29,7 @@ from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.trainer.fused import fused_program
 from jaxrl_async.trainer.sinks import METRICS_FILE
 from jaxrl_async.trainer.schedule import Schedule, chunk_plan
-from jaxrl_async.config import BACKEND_DEFAULTS
+from jaxrl_async.speed import BACKEND_DEFAULTS
 
 ENV_COUNTS = (1, 16, 256, 4096)
 ROLLOUT_ENVS = ("CartPole-v1", "Breakout-MinAtar")
@@ -376,7 +376,7 @@ def compile_cache(quick: bool, repeats: int) -> dict:
 def ops_per_iteration(quick: bool, repeats: int) -> dict:
     """What one fused iteration launches: the ops of its optimised HLO (fusions, library calls,
     copies, loops multiplied out; `hlo_ops`), compiled for this backend with its speed settings at
-    'auto' and at each backend's defaults (`config.BACKEND_DEFAULTS`). Counted, not timed."""
+    'auto' and at each backend's defaults (`speed.BACKEND_DEFAULTS`). Counted, not timed."""
     configs = {"CartPole-v1/4x128": dict(num_envs=4, num_steps=128)}
     if not quick:
         configs["CartPole-v1/2048x64"] = dict(num_envs=2048, num_steps=64, learner=LearnerConfig(num_minibatches=8))
