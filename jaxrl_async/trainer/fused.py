@@ -63,7 +63,7 @@ def train_fused(c: Components, run: Run, state: TrainState) -> tuple[TrainState,
     shardings = run.placement.shardings(state)
     with run.compiling(TRAINING_LOOP):
         run_chunk = compile_fused(c, state, shardings)
-    run.loop_compiled()  # the evaluation compiles on, on copies: the first call gives the state away
+    run.loop_compiled(state)  # the evaluation compiles on copies: the first call gives the state away
     compile_s = time.perf_counter() - compile_start
     train_s, done = 0.0, run.start_update
     for point in run.schedule.remaining(done):

@@ -159,6 +159,7 @@ class Run:
         self.totals: dict = {}  # every metric summed over this process's windows, host arrays [S]
         self.eval_compile_s = 0.0  # compiling and first running the evaluation (`compile_evaluation`)
         self._eval_compiling: tuple[threading.Thread, list] | None = None  # (thread, its error) meanwhile
+        self._eval_compile_started = False
         self.eval_compile_phases: CompilePhases | None = None
         self._loop_phases = loop_phases
         self._console = console  # the compiles' lines (`compiling`) on stdout
@@ -331,13 +332,16 @@ class Run:
                 self._videos.warm_up(params, obs_stats, self._seed_keys, self.start_update)
 
     def start_compiling_evaluation(self, state: TrainState) -> None:
-        """`compile_evaluation` in a thread, beside the training loop's compilation and its first
-        iterations: XLA compiles without holding the GIL, so on a machine with a spare core the
-        evaluation's compile costs no wall time, and the loop waits for it only at the first
-        evaluation (`evaluate`). Its first run takes copies of the params and statistics, which the
-        loop then gives away (donates) at once.
+        """`compile_evaluation` in a thread, beside the training loop (its compile, where the host
+        has cores to spare, `runtime.cores_to_spare`; else its first iterations, from
+        `loop_compiled`): XLA compiles without holding the GIL, and the loop waits for it only at
+        the first evaluation (`evaluate`). Its first run takes copies of the params and statistics,
+        which the loop then gives away (donates) at once.
         Over several processes it compiles here and now: its first run gathers every process's
         results, and collectives must run in the same order in every process."""
+        if self._eval_compile_started:
+            return
+        self._eval_compile_started = True
         if distributed.is_multiprocess():
             self.compile_evaluation(state)
             return
@@ -360,11 +364,13 @@ class Run:
         self._eval_compiling = (threading.Thread(target=compile_, name="compile-evaluation", daemon=True), errors)
         self._eval_compiling[0].start()
 
-    def loop_compiled(self) -> None:
+    def loop_compiled(self, state: TrainState) -> None:
         """The loop's programs are compiled: close the account of its compile phases (begun by the
-        caller before it built anything). The evaluation's compile goes on beside the loop."""
+        caller before it built anything), and start the evaluation's compile where it has not
+        begun (`start_compiling_evaluation`), beside the loop's first iterations."""
         if self._loop_phases is not None:
             self._loop_phases.stop()
+        self.start_compiling_evaluation(state)
 
     def compile_timings(self) -> dict:
         """summary.json's split of the compile time: `compile_{trace,lower,xla}_s`, the loop's

@@ -93,6 +93,18 @@ def configure_compilation_cache(setting: str | None = None) -> str | None:
     return path
 
 
+# XLA's compile of one of the loop's programs keeps about 1.3 cores busy (its LLVM work is split over
+# a pool): on 2 cores the evaluation's compile beside it made the loop's 40-56% longer, and with it
+# the wait for the first metrics line (docs/benchmarks.md, "The evaluation's compile, and the wait")
+CORES_FOR_COMPILES_BESIDE = 4
+
+
+def cores_to_spare() -> bool:
+    """Whether this process has the cores to compile the evaluation beside the training loop
+    without slowing the loop's compile (else it compiles once the loop's has ended)."""
+    return len(os.sched_getaffinity(0)) >= CORES_FOR_COMPILES_BESIDE
+
+
 @contextlib.contextmanager
 def collector_paused():
     """Python's cyclic garbage collector off inside the block (a no-op where it already is).

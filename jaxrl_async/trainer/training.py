@@ -28,7 +28,7 @@ from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.trainer.compile_phases import CompilePhases
 from jaxrl_async.trainer.fused import train_fused
 from jaxrl_async.trainer.run import Run, TrainingDiverged, evaluation_program, restore_training_state
-from jaxrl_async.trainer.runtime import collector_paused
+from jaxrl_async.trainer.runtime import collector_paused, cores_to_spare
 from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.trainer.trackers import check_tracker
 from jaxrl_async.types import TrainState
@@ -112,7 +112,8 @@ def _train(cfg: TrainConfig, console: bool, hparams: Any, resume: bool, stop_aft
     videos = videos_lib.Videos.create(c, writer=distributed.is_writer(), console=console)  # None: no videos
     with Run.create(cfg, evaluation_program(c), placement, console=console, resume=saved, stop_after=stop_after_updates,
                     wall_start=wall_start, learner_host=c.algo.host, loop_phases=loop_phases, videos=videos) as run:
-        run.start_compiling_evaluation(state)  # beside the loop, which waits for it at its first evaluation
+        if cores_to_spare():  # else the loop compiles alone and the evaluation from `run.loop_compiled` on
+            run.start_compiling_evaluation(state)  # the loop waits for it at its first evaluation
         if cfg.mode == "fused":
             state, timing = train_fused(c, run, state)
         else:

@@ -257,7 +257,7 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
     behaviour = behaviour_hook(c, state)
     with run.compiling(TRAINING_LOOP), collector_paused():
         actor, learn = compile_pipeline(c, run.placement, state, start)
-    run.loop_compiled()  # the evaluation compiles on, on copies: the first call gives the state away
+    run.loop_compiled(state)  # the evaluation compiles on copies: the first call gives the state away
     compile_s = time.perf_counter() - compile_start
 
     sync_at = set(run.schedule.remaining(start))
