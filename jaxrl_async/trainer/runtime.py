@@ -94,8 +94,9 @@ def configure_compilation_cache(setting: str | None = None) -> str | None:
 
 
 # XLA's compile of one of the loop's programs keeps about 1.3 cores busy (its LLVM work is split over
-# a pool): on 2 cores the evaluation's compile beside it made the loop's 40-56% longer, and with it
-# the wait for the first metrics line (docs/benchmarks.md, "The evaluation's compile, and the wait")
+# a pool): on 2 cores the evaluation's compile beside it made the loop's XLA compile 41-49% longer,
+# and with it the wait for the first metrics line (docs/benchmarks.md, "The loop compiles first on a
+# small host")
 CORES_FOR_COMPILES_BESIDE = 4
 
 
