@@ -39,30 +39,27 @@ if not hasattr(jax, "device_put_replicated"):
 from brax import envs  # noqa: E402
 from brax.training.agents.ppo import train as ppo  # noqa: E402
 
-# what the training notebook's PPO settings share
-_NOTEBOOK = dict(episode_length=1000, normalize_observations=True, action_repeat=1, num_minibatches=32,
-                 learning_rate=3e-4)
+def _notebook(env_name: str, backend: str, **train) -> dict:
+    """A case at the training notebook's PPO settings: those all its tasks share, and `train`'s."""
+    return dict(env=dict(env_name=env_name, backend=backend),
+                train=dict(episode_length=1000, normalize_observations=True, action_repeat=1, num_minibatches=32,
+                           learning_rate=3e-4, **train))
+
+
 PRESETS = {
     # Brax's published inverted_pendulum settings (its training notebook), on the MJX backend
-    "inverted_pendulum": dict(
-        env=dict(env_name="inverted_pendulum", backend="mjx"),
-        train=dict(_NOTEBOOK, unroll_length=5, num_updates_per_batch=4, discounting=0.97, entropy_cost=1e-2,
-                   num_envs=2048, batch_size=1024, reward_scaling=10)),
+    "inverted_pendulum": _notebook("inverted_pendulum", "mjx", unroll_length=5, num_updates_per_batch=4,
+                                   discounting=0.97, entropy_cost=1e-2, num_envs=2048, batch_size=1024,
+                                   reward_scaling=10),
     # the flagship tasks at the notebook's published settings, on the `positional` backend it trains
     # them with (the settings our presets `brax:ant`, `brax:humanoid`, `brax:halfcheetah` take: issue
     # #57); run at 50M steps, as published
-    "ant": dict(
-        env=dict(env_name="ant", backend="positional"),
-        train=dict(_NOTEBOOK, unroll_length=5, num_updates_per_batch=4, discounting=0.97, entropy_cost=1e-2,
-                   num_envs=4096, batch_size=2048, reward_scaling=10)),
-    "humanoid": dict(
-        env=dict(env_name="humanoid", backend="positional"),
-        train=dict(_NOTEBOOK, unroll_length=10, num_updates_per_batch=8, discounting=0.97, entropy_cost=1e-3,
-                   num_envs=2048, batch_size=1024, reward_scaling=0.1)),
-    "halfcheetah": dict(
-        env=dict(env_name="halfcheetah", backend="positional"),
-        train=dict(_NOTEBOOK, unroll_length=20, num_updates_per_batch=8, discounting=0.95, entropy_cost=1e-3,
-                   num_envs=2048, batch_size=512, reward_scaling=1)),
+    "ant": _notebook("ant", "positional", unroll_length=5, num_updates_per_batch=4, discounting=0.97,
+                     entropy_cost=1e-2, num_envs=4096, batch_size=2048, reward_scaling=10),
+    "humanoid": _notebook("humanoid", "positional", unroll_length=10, num_updates_per_batch=8, discounting=0.97,
+                          entropy_cost=1e-3, num_envs=2048, batch_size=1024, reward_scaling=0.1),
+    "halfcheetah": _notebook("halfcheetah", "positional", unroll_length=20, num_updates_per_batch=8,
+                             discounting=0.95, entropy_cost=1e-3, num_envs=2048, batch_size=512, reward_scaling=1),
 }
 
 
