@@ -1,4 +1,4 @@
-"""Tests for jaxrl_async.core.distributions and jaxrl_async.nets.actor_critic.
+"""Tests for jaxrl_async.core.distributions, jaxrl_async.nets.actor_critic and its initialiser.
 
 Log-probabilities and entropies are checked against closed forms written out
 with `math` on small hand-picked arrays, not against the same jax.nn helpers.
@@ -17,7 +17,9 @@ from jaxrl_async.core.distributions import (Categorical, DiagGaussian, EpsilonGr
                                             TanhGaussian, pick)
 from jaxrl_async.nets.actor_critic import make_policy, reset_carry
 from jaxrl_async.nets.box_policy import UnitBox
+from jaxrl_async.nets.orthogonal import orthogonal
 from jaxrl_async.nets.sac import SquashedGaussian
+from jaxrl_async.nets.twin_critic import make_twin_critic
 
 # ----------------------------------------------------------------- Categorical
 
@@ -366,6 +368,29 @@ def test_orthogonal_init_scales():
     for leaf_path, leaf in jax.tree_util.tree_leaves_with_path(params):
         if "bias" in jax.tree_util.keystr(leaf_path):
             np.testing.assert_array_equal(leaf, 0.0)
+
+
+def _lapack_qr_operands(lowered_text: str) -> list[str]:
+    """The operand type of every LAPACK QR call in a lowered program, e.g. `tensor<2x64x64xf32>`."""
+    return [line.rsplit(": (", 1)[1].split(")", 1)[0] for line in lowered_text.splitlines() if "geqrf" in line]
+
+
+def test_orthogonal_init_is_jaxs_to_the_bit_with_one_matrix_per_qr_under_vmap():
+    """Our initialiser gives jax's values (alone and vmapped) but never a batched QR: a batched one
+    can hang XLA:CPU's thread pool (nets/orthogonal.py). Checked on the twin critics, whose
+    `nn.vmap` batched every layer's QR, vmapped over seeds as well."""
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    for shape, scale in [((23, 256), math.sqrt(2.0)), ((256, 1), 1.0), ((3, 3, 4, 16), 0.01), ((4, 300), 1.0)]:
+        ours = jax.jit(jax.vmap(lambda k: orthogonal(scale)(k, shape)))(keys)
+        jaxs = jax.jit(jax.vmap(lambda k: jax.nn.initializers.orthogonal(scale)(k, shape)))(keys)
+        np.testing.assert_array_equal(ours, jaxs)
+        np.testing.assert_array_equal(ours[1], jax.jit(lambda k: orthogonal(scale)(k, shape))(keys[1]))
+    _, init_critic = make_twin_critic(NetworkConfig(hidden_sizes=(64, 64)), (17,), 6)
+    ours = _lapack_qr_operands(jax.jit(jax.vmap(init_critic)).lower(keys).as_text())
+    assert len(ours) == 3 and all(operand.count("x") == 2 for operand in ours), ours  # [rows, cols] each
+    jaxs = _lapack_qr_operands(jax.jit(jax.vmap(lambda k: jax.nn.initializers.orthogonal()(k, (64, 64))))
+                               .lower(keys).as_text())
+    assert jaxs == ["tensor<2x64x64xf32>"]  # what the check above would see of a batched QR
 
 
 def test_initial_policy_is_near_uniform():

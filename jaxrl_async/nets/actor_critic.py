@@ -55,6 +55,7 @@ from jaxrl_async.core.distributions import (Categorical, DiagGaussian, MultiCate
 from jaxrl_async.envs.spaces import (SUPPORTED_ACTIONS, MultiDiscrete, action_mask, as_observation,
                                      check_action_mask, is_nested, shape_leaves, without_action_mask,
                                      zeros_observation)
+from jaxrl_async.nets.orthogonal import orthogonal
 
 _ACTIVATIONS: dict[str, Callable] = {
     "tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "swish": nn.swish, "elu": nn.elu,
@@ -62,7 +63,7 @@ _ACTIVATIONS: dict[str, Callable] = {
 
 
 def _dense(features: int, scale: float, name: str | None = None) -> nn.Dense:
-    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale),
+    return nn.Dense(features, kernel_init=orthogonal(scale),
                     bias_init=nn.initializers.zeros, name=name)
 
 
@@ -93,7 +94,7 @@ class CNNTorso(nn.Module):
     @nn.compact
     def __call__(self, x):
         act = _ACTIVATIONS[self.activation]
-        x = act(_normalized(nn.Conv(16, (3, 3), kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(x),
+        x = act(_normalized(nn.Conv(16, (3, 3), kernel_init=orthogonal(np.sqrt(2.0)))(x),
                             self.layer_norm))
         x = x.reshape(x.shape[:-3] + (-1,))
         return MLPTorso(self.hidden_sizes, self.activation, self.layer_norm)(x)

@@ -32,6 +32,7 @@ from gymnax.environments import spaces
 
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.nets.actor_critic import MLPTorso, Policy
+from jaxrl_async.nets.orthogonal import orthogonal
 
 
 @struct.dataclass
@@ -51,7 +52,7 @@ class ActorMLP(nn.Module):
     @nn.compact
     def __call__(self, obs):
         features = MLPTorso(self.hidden_sizes, self.activation, name="torso")(obs)
-        return nn.Dense(self.num_outputs, kernel_init=nn.initializers.orthogonal(0.01),
+        return nn.Dense(self.num_outputs, kernel_init=orthogonal(0.01),
                         bias_init=nn.initializers.zeros, name="head")(features)
 
 

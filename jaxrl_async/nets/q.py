@@ -31,6 +31,7 @@ from jaxrl_async.config import NetworkConfig
 from jaxrl_async.core.distributions import EpsilonGreedy, mask_scores
 from jaxrl_async.envs.spaces import check_action_mask, zeros_observation
 from jaxrl_async.nets.actor_critic import Policy, encoder_input, make_torso, observed_legal_actions
+from jaxrl_async.nets.orthogonal import orthogonal
 
 
 @struct.dataclass
@@ -54,7 +55,7 @@ class QNetwork(nn.Module):
     def __call__(self, obs):
         features = make_torso(self.hidden_sizes, self.activation, self.use_cnn, self.leaves, "torso",
                               self.layer_norm)(obs)
-        return nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(1.0),
+        return nn.Dense(self.num_actions, kernel_init=orthogonal(1.0),
                         bias_init=nn.initializers.zeros, name="q_head")(features)
 
 

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.nets.actor_critic import MLPTorso
 from jaxrl_async.nets.box_policy import flat_observations
+from jaxrl_async.nets.orthogonal import orthogonal
 
 
 class ActionValue(nn.Module):
@@ -29,7 +30,7 @@ class ActionValue(nn.Module):
     @nn.compact
     def __call__(self, x):
         features = MLPTorso(self.hidden_sizes, self.activation, name="torso")(x)
-        return nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0), bias_init=nn.initializers.zeros,
+        return nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=nn.initializers.zeros,
                         name="q_head")(features)[..., 0]
 
 

@@ -182,11 +182,12 @@ def check_sweep(c: Components, hparams: Any) -> None:
 def initial_states(c: Components, hparams: Any = None) -> TrainState:
     """Every seed's initial state, `[S, ...]`.
 
-    The seeds are initialised one after another (`lax.map`), not vmapped: the
-    orthogonal initialiser's QR decomposition, batched over seeds, runs LAPACK in
-    parallel batches on XLA's CPU thread pool, which can deadlock that pool (seen
-    here: a hang in `lapack_sgeqrf` waiting on its own pool). Initialisation is
-    cheap; the training itself is still vmapped.
+    The seeds are initialised one after another (`lax.map`), not vmapped: a QR
+    decomposition batched over seeds can deadlock XLA's CPU thread pool (seen here: a
+    hang in `lapack_sgeqrf` waiting on its own pool). `nets/orthogonal.py` now takes
+    every QR one matrix at a time, under any vmap; the seeds' loop stays, as
+    initialisation is cheap and its draws are the ones the digests record. The
+    training itself is still vmapped.
     """
     if hparams is not None:
         check_sweep(c, hparams)

@@ -8,7 +8,7 @@ its backends or compiles anything — never at library import.
   report against XLA CPU thread-pool hangs. They cost nothing measurable here (the same
   steps/s either way). They did *not* cure the hang this project met — LAPACK's batched
   QR (the orthogonal initialiser under vmap) waiting on its own thread pool — which
-  `build.initial_states` avoids by initialising seeds with `lax.map`.
+  `nets/orthogonal.py` avoids by taking the QR one matrix at a time.
 
 
 The compilation is paid once: `configure_compilation_cache` turns on JAX's persistent
