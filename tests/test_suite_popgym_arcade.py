@@ -24,7 +24,8 @@ pytest.importorskip("popgym_arcade")
 
 import popgym_arcade  # noqa: E402
 
-from jaxrl_async.config import LearnerConfig, NetworkConfig, TrainConfig  # noqa: E402
+from jaxrl_async import TrainConfig  # noqa: E402
+from jaxrl_async.config import LearnerConfig, NetworkConfig  # noqa: E402
 from jaxrl_async.envs import make_env  # noqa: E402
 from jaxrl_async.envs.suites import popgym_arcade as adapter_module, suite_env_ids  # noqa: E402
 from jaxrl_async.trainer.training import train  # noqa: E402
