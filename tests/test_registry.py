@@ -5,8 +5,9 @@ import dataclasses
 import pytest
 
 from jaxrl_async import algorithms
-from jaxrl_async.config import LearnerSpec, require, train_config_class
+from jaxrl_async.config import require
 from jaxrl_async.speed import BACKEND_DEFAULTS
+from jaxrl_async.train_config import LearnerSpec, train_config_class
 from jaxrl_async import TrainConfig
 from gymnax.environments.spaces import Box, Discrete
 from jaxrl_async.types import Algorithm, HostHooks, Learner

@@ -3,7 +3,7 @@
 A learner is its module `algorithms/<name>.py`, which defines `LEARNER = Learner(networks, make)`
 (`types.Learner`); where it has flags of its own, their dataclass beside it
 (`algorithms/<name>_config.py`); and its line below, which says what the config must know of it
-(`config.LearnerSpec`). Nothing in the config, the loops, the build or the CLI names a learner:
+(`train_config.LearnerSpec`). Nothing in the config, the loops, the build or the CLI names a learner:
 `TrainConfig` gets `algo`'s choices and each learner's section from here.
 
 This module imports no JAX (the CLI builds its flags from `TrainConfig` before JAX starts); a
@@ -16,7 +16,7 @@ from jaxrl_async.algorithms.dqn_config import DQNConfig
 from jaxrl_async.algorithms.pqn_config import PQNConfig
 from jaxrl_async.algorithms.sac_config import SACConfig
 from jaxrl_async.algorithms.td3_config import TD3Config
-from jaxrl_async.config import LearnerSpec, train_config_class
+from jaxrl_async.train_config import LearnerSpec, train_config_class
 
 DISCRETE, BOX = ("Discrete",), ("Box",)
 
