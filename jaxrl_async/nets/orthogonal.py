@@ -7,7 +7,7 @@ call, and jaxlib's CPU kernel splits a large enough batch over XLA's intra-op th
 the pool worker that runs it until the pieces are done. When XLA runs two such calls side by side
 (two layers' kernels are independent), each holds one worker; on a 2-core host that is every
 worker, nothing is left to run the pieces, and the process waits forever at 0% CPU (seen at the
-start of `brax:walker2d`'s SAC preset, about 1 start in 8). A single matrix's QR runs inline on
+start of `brax:walker2d`'s SAC preset, about 1 start in 6). A single matrix's QR runs inline on
 the calling worker, so with `sequential_vmap` nothing waits on the pool. The normal draws stay
 batched and every operation is jax's own, so the values are jax's to the bit (tested).
 """
