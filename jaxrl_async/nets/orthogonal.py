@@ -20,6 +20,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+
 @jax.custom_batching.sequential_vmap  # under vmap: a loop of one-matrix QRs (`lax.map`), not one batched call
 def _qr_one_matrix_at_a_time(matrix: jax.Array) -> tuple[jax.Array, jax.Array]:
     q, r = jnp.linalg.qr(matrix)
