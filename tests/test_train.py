@@ -364,7 +364,7 @@ def test_every_compile_is_named_with_its_seconds_on_the_console_and_in_the_metri
                                                                                     capsys, monkeypatch):
     """The console names each program as its compile starts and, with its seconds, as it ends; the
     metrics lines carry the same in a field (`compiled`), not in lines of their own. On a host
-    without cores to spare the evaluation's compile starts once the loop's has ended."""
+    without cores to spare the evaluation's compile starts after the first metrics line."""
     lines = read_jsonl(f"{runs['base'].run_dir}/metrics.jsonl")
     compiled = [entry for line in lines for entry in line.get("compiled", [])]
     assert sorted(entry["program"] for entry in compiled) == ["the evaluation", "the training loop"]
@@ -372,7 +372,8 @@ def test_every_compile_is_named_with_its_seconds_on_the_console_and_in_the_metri
     assert "the training loop" in [entry["program"] for entry in lines[0]["compiled"]]  # at the first line
     capsys.readouterr()
     monkeypatch.setattr(training, "cores_to_spare", lambda: False)
-    train(dataclasses.replace(base_config, run_dir=tiny_config().run_dir), console=True)  # its programs kept: quick
+    # its programs kept: quick; the first metrics line evaluates nothing (only the final sync does)
+    train(dataclasses.replace(base_config, run_dir=tiny_config().run_dir, eval_interval=0), console=True)
     out = capsys.readouterr().out.splitlines()
     ends = {}
     for program in ("the training loop", "the evaluation"):
@@ -380,6 +381,8 @@ def test_every_compile_is_named_with_its_seconds_on_the_console_and_in_the_metri
         ends[program] = [i for i, line in enumerate(out) if COMPILE_LINE.fullmatch(line) and program in line]
         assert len(ends[program]) == 1 and ends[program][0] > start, out
     assert out.index("compiling the evaluation...") > ends["the training loop"][0], out
+    first_line = next(i for i, line in enumerate(out) if line.startswith("["))  # the iterations up to it
+    assert out.index("compiling the evaluation...") > first_line, out  # have the cores alone
 
 
 def test_the_loop_trains_while_the_evaluation_compiles(base_config, tiny_config):

@@ -212,8 +212,9 @@ class Run:
 
     def __exit__(self, exc_type, exc, traceback) -> None:
         self._stop.__exit__(exc_type, exc, traceback)
-        if self._eval_compiling is not None:  # the loop failed before it waited
-            self._eval_compiling[0].join()
+        if self._eval_compiling is not None:  # the loop failed before it waited (or before it began)
+            if self._eval_compiling[0].ident is not None:
+                self._eval_compiling[0].join()
             self._eval_compiling = None
         if self._videos is not None:  # a run that failed drops the videos not yet drawn
             self._videos.close(wait=exc is None)
@@ -274,6 +275,7 @@ class Run:
                 record["compiled"] = compiled
             for sink in self._sinks:
                 sink.write(record)
+            self._start_deferred_evaluation_compile()
             numbered = self.schedule.is_checkpoint_point(updates) or stopping
             if best or numbered:
                 paths = ([os.path.join(ckpt.checkpoint_dir(self.run_dir), ckpt.BEST)] if best else []) + (
@@ -331,12 +333,12 @@ class Run:
             with self.compiling(RECORDING), collector_paused():
                 self._videos.warm_up(params, obs_stats, self._seed_keys, self.start_update)
 
-    def start_compiling_evaluation(self, state: TrainState) -> None:
+    def start_compiling_evaluation(self, state: TrainState, *, after_first_sync: bool = False) -> None:
         """`compile_evaluation` in a thread, beside the training loop (its compile, where the host
-        has cores to spare, `runtime.cores_to_spare`; else its first iterations, from
-        `loop_compiled`): XLA compiles without holding the GIL, and the loop waits for it only at
-        the first evaluation (`evaluate`). Its first run takes copies of the params and statistics,
-        which the loop then gives away (donates) at once.
+        has cores to spare, `runtime.cores_to_spare`; else, from `loop_compiled`, its iterations
+        from the first metrics line on: `after_first_sync`): XLA compiles without holding the GIL,
+        and the loop waits for it only at the first evaluation (`evaluate`). Its first run takes
+        copies of the params and statistics, made here, as the loop then gives them away (donates).
         Over several processes it compiles here and now: its first run gathers every process's
         results, and collectives must run in the same order in every process."""
         if self._eval_compile_started:
@@ -362,15 +364,22 @@ class Run:
                 errors.append(error)
 
         self._eval_compiling = (threading.Thread(target=compile_, name="compile-evaluation", daemon=True), errors)
-        self._eval_compiling[0].start()
+        if not after_first_sync:
+            self._eval_compiling[0].start()
+
+    def _start_deferred_evaluation_compile(self) -> None:
+        """Start the evaluation's compile thread where it waits for the first sync (`loop_compiled`)."""
+        if self._eval_compiling is not None and self._eval_compiling[0].ident is None:
+            self._eval_compiling[0].start()
 
     def loop_compiled(self, state: TrainState) -> None:
         """The loop's programs are compiled: close the account of its compile phases (begun by the
-        caller before it built anything), and start the evaluation's compile where it has not
-        begun (`start_compiling_evaluation`), beside the loop's first iterations."""
+        caller before it built anything), and have the evaluation compile where it has not begun
+        (`start_compiling_evaluation`) from the first metrics line on: on a host without cores to
+        spare, the loop's first iterations, which that line waits for, then have the cores alone."""
         if self._loop_phases is not None:
             self._loop_phases.stop()
-        self.start_compiling_evaluation(state)
+        self.start_compiling_evaluation(state, after_first_sync=True)
 
     def compile_timings(self) -> dict:
         """summary.json's split of the compile time: `compile_{trace,lower,xla}_s`, the loop's
@@ -383,9 +392,11 @@ class Run:
         return figures
 
     def _evaluation_compiled(self) -> None:
-        """Wait for `start_compiling_evaluation`'s thread; raise its error, if any."""
+        """Wait for `start_compiling_evaluation`'s thread (started now, if it waits for the first
+        sync and an evaluation comes first); raise its error, if any."""
         if self._eval_compiling is None:
             return
+        self._start_deferred_evaluation_compile()
         thread, errors = self._eval_compiling
         thread.join()
         self._eval_compiling = None
