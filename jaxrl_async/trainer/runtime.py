@@ -102,7 +102,7 @@ CORES_FOR_COMPILES_BESIDE = 4
 
 def cores_to_spare() -> bool:
     """Whether this process has the cores to compile the evaluation beside the training loop
-    without slowing the loop's compile (else it compiles once the loop's has ended)."""
+    without slowing the loop's compile (else it compiles from the first metrics line on)."""
     return len(os.sched_getaffinity(0)) >= CORES_FOR_COMPILES_BESIDE
 
 

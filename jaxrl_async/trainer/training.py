@@ -112,7 +112,7 @@ def _train(cfg: TrainConfig, console: bool, hparams: Any, resume: bool, stop_aft
     videos = videos_lib.Videos.create(c, writer=distributed.is_writer(), console=console)  # None: no videos
     with Run.create(cfg, evaluation_program(c), placement, console=console, resume=saved, stop_after=stop_after_updates,
                     wall_start=wall_start, learner_host=c.algo.host, loop_phases=loop_phases, videos=videos) as run:
-        if cores_to_spare():  # else the loop compiles alone and the evaluation from `run.loop_compiled` on
+        if cores_to_spare():  # else the loop compiles alone, the evaluation after the first sync
             run.start_compiling_evaluation(state)  # the loop waits for it at its first evaluation
         if cfg.mode == "fused":
             state, timing = train_fused(c, run, state)
