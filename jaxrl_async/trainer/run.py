@@ -275,7 +275,8 @@ class Run:
                 record["compiled"] = compiled
             for sink in self._sinks:
                 sink.write(record)
-            self._start_deferred_evaluation_compile()
+            if not stopping:  # a run that stops here needs no evaluation program
+                self._start_deferred_evaluation_compile()
             numbered = self.schedule.is_checkpoint_point(updates) or stopping
             if best or numbered:
                 paths = ([os.path.join(ckpt.checkpoint_dir(self.run_dir), ckpt.BEST)] if best else []) + (
