@@ -20,6 +20,7 @@ from jaxrl_async.algorithms import sweep_hparams
 from jaxrl_async.core.programs import over_seeds, seed_keys, warm_up
 from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.build import build, forget_builds, init_state, initial_states, run_iterations
+from jaxrl_async.trainer.compile_thread import CompileThread
 from jaxrl_async.trainer.fused import train_fused
 from jaxrl_async.trainer.run import Run, check_finite, evaluation_program
 from jaxrl_async.trainer.schedule import chunk_plan
@@ -383,6 +384,23 @@ def test_every_compile_is_named_with_its_seconds_on_the_console_and_in_the_metri
     assert out.index("compiling the evaluation...") > ends["the training loop"][0], out
     first_line = next(i for i, line in enumerate(out) if line.startswith("["))  # the iterations up to it
     assert out.index("compiling the evaluation...") > first_line, out  # have the cores alone
+
+
+def test_a_compile_thread_runs_when_started_or_waited_for_and_raises_its_error_in_the_waiter():
+    ran = []
+    deferred = CompileThread(lambda: ran.append(threading.current_thread().name), name="deferred")
+    deferred.close()  # never started: nothing to wait for, nothing run
+    assert ran == []
+    deferred.wait()  # starts it, as an evaluation before the first sync does
+    assert ran == ["deferred"]
+
+    def fails():
+        raise ValueError("the evaluation's compile failed")
+
+    failing = CompileThread(fails, name="failing")
+    failing.start()
+    with pytest.raises(ValueError, match="compile failed"):
+        failing.wait()
 
 
 def test_the_loop_trains_while_the_evaluation_compiles(base_config, tiny_config):

@@ -43,6 +43,7 @@ from jaxrl_async.core.programs import over_seeds, seed_keys
 from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.trainer.schedule import Schedule
 from jaxrl_async.trainer.compile_phases import CompilePhases
+from jaxrl_async.trainer.compile_thread import CompileThread
 from jaxrl_async.trainer.runtime import collector_paused
 from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.types import HostHooks, TrainState
@@ -158,7 +159,7 @@ class Run:
         self._learner_host = learner_host
         self.totals: dict = {}  # every metric summed over this process's windows, host arrays [S]
         self.eval_compile_s = 0.0  # compiling and first running the evaluation (`compile_evaluation`)
-        self._eval_compiling: tuple[threading.Thread, list] | None = None  # (thread, its error) meanwhile
+        self._eval_compiling: CompileThread | None = None  # the evaluation's compile, until waited for
         self._eval_compile_started = False
         self.eval_compile_phases: CompilePhases | None = None
         self._loop_phases = loop_phases
@@ -213,8 +214,7 @@ class Run:
     def __exit__(self, exc_type, exc, traceback) -> None:
         self._stop.__exit__(exc_type, exc, traceback)
         if self._eval_compiling is not None:  # the loop failed before it waited (or before it began)
-            if self._eval_compiling[0].ident is not None:
-                self._eval_compiling[0].join()
+            self._eval_compiling.close()
             self._eval_compiling = None
         if self._videos is not None:  # a run that failed drops the videos not yet drawn
             self._videos.close(wait=exc is None)
@@ -275,8 +275,8 @@ class Run:
                 record["compiled"] = compiled
             for sink in self._sinks:
                 sink.write(record)
-            if not stopping:  # a run that stops here needs no evaluation program
-                self._start_deferred_evaluation_compile()
+            if not stopping and self._eval_compiling is not None:  # a run that stops here needs no evaluation
+                self._eval_compiling.start()  # where it waited for the first sync (`loop_compiled`)
             numbered = self.schedule.is_checkpoint_point(updates) or stopping
             if best or numbered:
                 paths = ([os.path.join(ckpt.checkpoint_dir(self.run_dir), ckpt.BEST)] if best else []) + (
@@ -352,26 +352,17 @@ class Run:
         # program compiled for the copies is the one the evaluations find
         copies = jax.tree.map(lambda x: jax.device_put(x, may_alias=False),
                               (state.learner.params, state.rollout.obs_stats))
-        errors: list[BaseException] = []
         # JAX's matmul precision is per thread: the thread compiles under the caller's, so that the
         # evaluations at the syncs, in the caller's thread, find this program rather than compile anew
         precision = jax.config.jax_default_matmul_precision
 
         def compile_():
-            try:
-                with jax.default_matmul_precision(precision):
-                    self._compile_evaluation(*copies)
-            except BaseException as error:  # raised again in the loop's thread, by `evaluate`
-                errors.append(error)
+            with jax.default_matmul_precision(precision):
+                self._compile_evaluation(*copies)
 
-        self._eval_compiling = (threading.Thread(target=compile_, name="compile-evaluation", daemon=True), errors)
+        self._eval_compiling = CompileThread(compile_, name="compile-evaluation")
         if not after_first_sync:
-            self._eval_compiling[0].start()
-
-    def _start_deferred_evaluation_compile(self) -> None:
-        """Start the evaluation's compile thread where it waits for the first sync (`loop_compiled`)."""
-        if self._eval_compiling is not None and self._eval_compiling[0].ident is None:
-            self._eval_compiling[0].start()
+            self._eval_compiling.start()
 
     def loop_compiled(self, state: TrainState) -> None:
         """The loop's programs are compiled: close the account of its compile phases (begun by the
@@ -395,14 +386,9 @@ class Run:
     def _evaluation_compiled(self) -> None:
         """Wait for `start_compiling_evaluation`'s thread (started now, if it waits for the first
         sync and an evaluation comes first); raise its error, if any."""
-        if self._eval_compiling is None:
-            return
-        self._start_deferred_evaluation_compile()
-        thread, errors = self._eval_compiling
-        thread.join()
-        self._eval_compiling = None
-        if errors:
-            raise errors[0]
+        if self._eval_compiling is not None:
+            compiling, self._eval_compiling = self._eval_compiling, None
+            compiling.wait()
 
     def _evaluate_into(self, record: dict, state: TrainState, updates: int) -> bool:
         """Evaluate into the metrics record; True when it is the best evaluation so far."""
