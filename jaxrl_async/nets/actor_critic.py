@@ -203,8 +203,9 @@ class RecurrentActorCritic(nn.Module):
     @nn.compact
     def __call__(self, obs, carry):
         features = make_torso(self.hidden_sizes, self.activation, self.use_cnn, self.leaves, "torso")(obs)
-        cell = nn.GRUCell(self.core_size, name="core") if self.core == "gru" else \
-            nn.OptimizedLSTMCell(self.core_size, name="core")
+        # flax's default recurrent init is jax's orthogonal: ours gives the same values, safely (nets/orthogonal.py)
+        cell = nn.GRUCell(self.core_size, recurrent_kernel_init=orthogonal(), name="core") if self.core == "gru" else \
+            nn.OptimizedLSTMCell(self.core_size, recurrent_kernel_init=orthogonal(), name="core")
         carry, features = cell(carry, features)
         out = _dense(_head_size(self), 0.01, name="actor_head")(features)
         value = _dense(1, 1.0, name="critic_head")(features)[..., 0]
