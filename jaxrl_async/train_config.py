@@ -98,7 +98,7 @@ class TrainConfigBase:
     devices: int | Literal["all"] = "all"
     """Devices to spread seeds (or, with fewer seeds than devices, envs) over; the CLI makes each CPU core a device."""
     iterations_per_call: int | Literal["auto", "all"] = "auto"
-    """Iterations per host sync (fused: per jit call; async: per log line); 'auto' (about 20) or 'all' (fused: one XLA program)."""
+    """Iterations per host sync (fused: per jit call; async: per log line); 'auto' (about 20, the first after one iteration) or 'all' (fused: one XLA program)."""
     normalize_obs: bool = False
     """Running observation normalisation (statistics live in the rollout state)."""
     action_noise_correlation: float = 0.0

@@ -305,7 +305,8 @@ def _config_for(total_updates, **overrides):
     (dict(eval_interval=0, checkpoint_interval=15), (0, 15), [5, 10, 15, 20, 25, 30, 35, 40]),
     (dict(iterations_per_call="all", eval_interval="auto"), (0, 0), [40]),
     (dict(iterations_per_call="all"), (10, 10), [10, 20, 30, 40]),
-    (dict(iterations_per_call="auto", eval_interval="auto"), (4, 4), list(range(2, 41, 2))),
+    # 'auto' syncs every 2 updates, and after the first one (the first metrics line)
+    (dict(iterations_per_call="auto", eval_interval="auto"), (4, 4), [1, *range(2, 41, 2)]),
     (dict(total_timesteps=41 * BATCH, checkpoint_interval=15), (10, 15), [*range(5, 41, 5), 41]),
 ], ids=["every-10", "auto", "uneven", "ckpt-only", "all-auto", "all-every-10", "auto-auto", "remainder"])
 def test_schedule(overrides, expected_intervals, expected_points):

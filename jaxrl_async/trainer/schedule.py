@@ -19,17 +19,27 @@ MAX_AUTO_ITERATIONS = 50  # ... but at most this many iterations between them
 AUTO_EVALS = 10
 
 
-def chunk_plan(num_updates: int, iterations_per_call: int | str) -> list[int]:
-    """Iterations between host syncs (the log cadence): 'auto' about 20 syncs of at most
-    50 iterations; 'all' one call for the whole run."""
+def sync_every(num_updates: int, iterations_per_call: int | str) -> int:
+    """Iterations between two host syncs (the log cadence): 'auto' about 20 syncs of at most 50
+    iterations; 'all' one call for the whole run."""
     if iterations_per_call == "all":
-        return [num_updates]
+        return num_updates
     k = iterations_per_call
     if k == "auto":
         k = min(max(1, math.ceil(num_updates / AUTO_SYNCS)), MAX_AUTO_ITERATIONS)
-    k = min(k, num_updates)
-    plan = [k] * (num_updates // k)
-    return plan + ([num_updates % k] if num_updates % k else [])
+    return min(k, num_updates)
+
+
+def chunk_plan(num_updates: int, iterations_per_call: int | str) -> list[int]:
+    """Iterations of each call between host syncs: `sync_every`'s count each, the last call the
+    rest. With 'auto' the first call is one iteration (then the rest of the first count), so the
+    first metrics line comes after one iteration, not up to 50: a flagship preset's iteration takes
+    a CPU a minute or more. The later syncs stay where they were; the count is traced, one program."""
+    k = sync_every(num_updates, iterations_per_call)
+    plan = [k] * (num_updates // k) + ([num_updates % k] if num_updates % k else [])
+    if iterations_per_call == "auto" and k > 1:
+        plan[:1] = [1, k - 1]
+    return plan
 
 
 def intervals(cfg: TrainConfig) -> tuple[int, int]:
@@ -38,10 +48,11 @@ def intervals(cfg: TrainConfig) -> tuple[int, int]:
     'auto' picks a multiple of the log cadence, so it adds no host syncs: about 10
     evaluations per run (none before the end with iterations_per_call='all').
     """
-    plan = chunk_plan(cfg.num_updates, cfg.iterations_per_call)
+    k = sync_every(cfg.num_updates, cfg.iterations_per_call)
+    syncs = math.ceil(cfg.num_updates / k)
     eval_every = cfg.eval_interval
     if eval_every == "auto":
-        eval_every = 0 if len(plan) == 1 else plan[0] * max(1, round(len(plan) / AUTO_EVALS))
+        eval_every = 0 if syncs == 1 else k * max(1, round(syncs / AUTO_EVALS))
     ckpt_every = eval_every if cfg.checkpoint_interval == "auto" else cfg.checkpoint_interval
     return eval_every, ckpt_every
 

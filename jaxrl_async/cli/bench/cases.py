@@ -28,7 +28,7 @@ from jaxrl_async.config import LearnerConfig
 from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.trainer.fused import fused_program
 from jaxrl_async.trainer.sinks import METRICS_FILE
-from jaxrl_async.trainer.schedule import Schedule, chunk_plan
+from jaxrl_async.trainer.schedule import Schedule, sync_every
 from jaxrl_async.speed import BACKEND_DEFAULTS
 
 ENV_COUNTS = (1, 16, 256, 4096)
@@ -149,7 +149,7 @@ def _timed_run(cfg: TrainConfig, tmp: str, **changes) -> tuple[dict, list[float]
     """
     from jaxrl_async.trainer.training import train
 
-    per_call = chunk_plan(cfg.num_updates, cfg.iterations_per_call)[0]
+    per_call = sync_every(cfg.num_updates, cfg.iterations_per_call)
     half = max(cfg.batch_size, (cfg.num_updates // 2) * cfg.batch_size)
     cfg = dataclasses.replace(cfg, total_timesteps=half, iterations_per_call=per_call, eval_interval=0,
                               checkpoint_interval=0, run_dir=os.path.join(tmp, str(len(os.listdir(tmp)))),
