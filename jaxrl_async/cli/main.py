@@ -158,6 +158,14 @@ def _default_command(given: dict) -> TrainCommand:
     return TrainCommand(config=presets.config_for(env, preset or presets.AUTO, base=base, algo=flags.get("algo")))
 
 
+def _cpu_note(given: dict, config: TrainConfig, backend: str) -> str | None:
+    """The line that says a new run on a CPU takes a preset sized for an accelerator
+    (`presets.cpu_note`), where no flag sized it; None for a resumed run or another backend."""
+    if given.get("resume") is not None or backend != "cpu":
+        return None
+    return presets.cpu_note(config, set(given.get("config", {})))
+
+
 def _missing_preset_note(given: dict) -> str | None:
     """The line that says a new run's env has no preset (`presets.missing_preset_note`), where the
     preset was left to `auto`; None for a resumed run, a preset asked for, or an env that has one."""
@@ -267,11 +275,16 @@ def train_command(args: list[str], cpu_runtime: bool = False) -> int:
         initialize(command.coordinator, command.num_processes, command.process_id, command.coordinator_timeout)
     except ValueError as error:
         return _fail(TRAIN, error, command.debug)
+    import jax
+
     from jaxrl_async.trainer.runtime import configure_compilation_cache
     from jaxrl_async.trainer.training import train
 
     try:
         configure_compilation_cache(command.compilation_cache)
+        note = _cpu_note(given, config, jax.default_backend())
+        if note and jax.process_index() == 0:  # one process of several says it
+            print(note, file=sys.stderr, flush=True)
         result = train(config, resume=command.resume is not None)
     except FloatingPointError as error:  # divergence: the message names the last good checkpoint
         return _fail(TRAIN, error, command.debug, code=1)

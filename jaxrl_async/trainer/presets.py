@@ -37,12 +37,16 @@ class Preset:
         and "learner" hold dicts of those configs' fields.
       expected_return: final greedy return at the budget, mean over seeds; None: not measured.
       source: where the settings and the expected return come from (a command to reproduce it).
+      cpu_run: for a preset sized for an accelerator (a suite's published settings), the flags
+        of a run of it that a 2-core CPU ends in minutes, and what that reached; None: the preset
+        fits a CPU as it is.
     """
 
     name: str
     settings: dict[str, Any]
     expected_return: float | None
     source: str
+    cpu_run: str | None = None
 
     @property
     def algo(self) -> str:
@@ -62,8 +66,9 @@ class Preset:
         return dataclasses.replace(config, **settings, **nested, preset=self.name)
 
 
-def _preset(name: str, settings: dict[str, Any], expected_return: float | None, source: str) -> Preset:
-    return Preset(name, settings, expected_return, source)
+def _preset(name: str, settings: dict[str, Any], expected_return: float | None, source: str,
+            cpu_run: str | None = None) -> Preset:
+    return Preset(name, settings, expected_return, source, cpu_run)
 
 
 # PureJaxRL's MinAtar config (luchris429/purejaxrl, examples/brax_minatar.ipynb: "briefly tuned to do
@@ -164,9 +169,16 @@ def _with(base: dict, **changes) -> dict:
                        for name, value in changes.items()}}
 
 
-def _brax(env: str, algo: str, settings: dict) -> Preset:
+def _brax(env: str, algo: str, settings: dict, cpu_run: str) -> Preset:
     return _preset(f"brax:{env}", dict(settings, env_kwargs=("backend=positional",)), None,
-                   _BRAX_SOURCE.format(algo=algo, env=env))
+                   _BRAX_SOURCE.format(algo=algo, env=env), cpu_run)
+
+
+# The CPU-sized runs of the flagship presets: their curves over 3 seeds, 2-core EPYC (docs/suites.md,
+# "Three seeds each"), greedy return at the first evaluation -> the last, and the minutes they took
+_PPO_128x80, _PPO_128x160 = ("--num-envs 128 --num-steps 80 --total-timesteps 655360",
+                             "--num-envs 128 --num-steps 160 --total-timesteps 655360")
+_DM_128 = "--num-envs 128 --num-steps 480 --total-timesteps 614400"
 
 
 # Playground's DM Control Suite PPO (mujoco_playground/config/dm_control_suite_params.py, brax_ppo_config):
@@ -178,20 +190,27 @@ _PLAYGROUND_SOURCE = ("Playground's DM Control Suite PPO settings (mujoco_playgr
                       "brax_ppo_config{change}); not yet measured here at this budget")
 _FLAGSHIP_PRESETS = (
     _brax("ant", "PPO", _with(_BRAX_PPO, total_timesteps=50_000_000, num_envs=4096, num_steps=80,
-                              learner=dict(reward_scale=10.0))),
+                              learner=dict(reward_scale=10.0)),
+          f"{_PPO_128x80} (greedy 662 -> 2156 over 3 seeds, 14 min)"),
     _brax("humanoid", "PPO", _with(_BRAX_PPO, total_timesteps=50_000_000, num_envs=2048, num_steps=160,
-                                   learner=dict(update_epochs=8, ent_coef=1e-3, reward_scale=0.1))),
+                                   learner=dict(update_epochs=8, ent_coef=1e-3, reward_scale=0.1)),
+          f"{_PPO_128x160} (greedy 447 -> 786 over 3 seeds, 20 min)"),
     _brax("halfcheetah", "PPO", _with(_BRAX_PPO, total_timesteps=50_000_000, num_envs=2048, num_steps=160,
-                                      learner=dict(update_epochs=8, gamma=0.95, ent_coef=1e-3))),
+                                      learner=dict(update_epochs=8, gamma=0.95, ent_coef=1e-3)),
+          f"{_PPO_128x160} (greedy 16 -> 2061 over 3 seeds, 16 min)"),
     _brax("hopper", "SAC", _with(_BRAX_SAC, total_timesteps=6_553_600, learner=dict(reward_scale=30.0),
-                                 replay=dict(replay_ratio=64, replay_batch_size=512), sac=dict(target_entropy=-1.5))),
+                                 replay=dict(replay_ratio=64, replay_batch_size=512), sac=dict(target_entropy=-1.5)),
+          "--total-timesteps 262144 (greedy 1039 -> 1315 on one seed, 17 min)"),
     _brax("walker2d", "SAC", _with(_BRAX_SAC, total_timesteps=7_864_320, learner=dict(reward_scale=5.0),
-                                   replay=dict(replay_ratio=32, replay_batch_size=128), sac=dict(target_entropy=-3.0))),
-    *(_preset(f"playground:{env}", settings, None, _PLAYGROUND_SOURCE.format(change=change))
-      for env, settings, change in (
-          ("CheetahRun", _PLAYGROUND_DM, ""),
-          ("WalkerWalk", _PLAYGROUND_DM, ""),
-          ("FingerSpin", _with(_PLAYGROUND_DM, learner=dict(gamma=0.95)), ": discount 0.95 for FingerSpin"))),
+                                   replay=dict(replay_ratio=32, replay_batch_size=128), sac=dict(target_entropy=-3.0)),
+          "--total-timesteps 262144 (greedy 197 -> 534 over 3 seeds, standing, not yet walking; 13 min)"),
+    *(_preset(f"playground:{env}", settings, None, _PLAYGROUND_SOURCE.format(change=change),
+              f"{_DM_128} (greedy {curve} over 3 seeds, {minutes} min)")
+      for env, settings, change, curve, minutes in (
+          ("CheetahRun", _PLAYGROUND_DM, "", "21 -> 151", 11),
+          ("WalkerWalk", _PLAYGROUND_DM, "", "27 -> 78", 16),
+          ("FingerSpin", _with(_PLAYGROUND_DM, learner=dict(gamma=0.95)), ": discount 0.95 for FingerSpin",
+           "0 -> 24", 16))),
     # Playground's locomotion PPO for Go1 (mujoco_playground/config/locomotion_params.py): 8192 envs, unroll 20 x
     # batch 256 x 32 minibatches (20 steps an env an update), 4 epochs, discount 0.97, Adam 3e-4, entropy 1e-2,
     # gradients clipped at 1, 200M steps, 512-256-128 policy and value networks. Playground feeds the policy
@@ -472,6 +491,17 @@ def missing_preset_note(env: str, algo: str | None = None) -> str | None:
     return (f"note: {env} has no preset for {algo or 'ppo'}: training with the plain defaults (made for "
             f"CartPole-v1: {TrainConfig.num_envs} envs x {TrainConfig.num_steps} steps, a "
             f"{'x'.join(map(str, TrainConfig().network.hidden_sizes))} MLP){hint}")
+
+
+def cpu_note(config: TrainConfig, given: set[str]) -> str | None:
+    """One line for a run on a CPU of a preset sized for an accelerator (`Preset.cpu_run`), where
+    none of the flags that size it (`given`: the config fields set by flags) was given; else None."""
+    preset = PRESETS.get(config.preset)
+    if preset is None or preset.cpu_run is None or given & {"num_envs", "num_steps", "total_timesteps"}:
+        return None
+    return (f"note: {preset.name}'s preset is its suite's published setting, sized for an accelerator "
+            f"({preset.settings['num_envs']} envs, {preset.budget:,} steps: many hours on a CPU); "
+            f"sized for a CPU: {preset.cpu_run} (docs/suites.md)")
 
 
 def config_for(env: str, preset: str = AUTO, base: TrainConfig | None = None, algo: str | None = None) -> TrainConfig:
