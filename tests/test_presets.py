@@ -91,7 +91,7 @@ def test_train_on_a_cpu_says_when_a_preset_is_sized_for_an_accelerator(flags, ba
         assert note is None
         return
     assert note == ("note: brax:ant's preset is its suite's published setting, sized for an accelerator (4096 envs, "
-                    "50,000,000 steps: many hours on a CPU); sized for a CPU: --num-envs 128 --num-steps 80 "
+                    "50,000,000 steps: hours on a CPU); sized for a CPU: --num-envs 128 --num-steps 80 "
                     "--total-timesteps 655360 (greedy 662 -> 2156 over 3 seeds, 14 min) (docs/suites.md)")
 
 

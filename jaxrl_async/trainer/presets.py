@@ -500,7 +500,7 @@ def cpu_note(config: TrainConfig, given: set[str]) -> str | None:
     if preset is None or preset.cpu_run is None or given & {"num_envs", "num_steps", "total_timesteps"}:
         return None
     return (f"note: {preset.name}'s preset is its suite's published setting, sized for an accelerator "
-            f"({preset.settings['num_envs']} envs, {preset.budget:,} steps: many hours on a CPU); "
+            f"({preset.settings['num_envs']} envs, {preset.budget:,} steps: hours on a CPU); "
             f"sized for a CPU: {preset.cpu_run} (docs/suites.md)")
 
 
