@@ -99,7 +99,7 @@ def test_train_on_a_cpu_says_when_a_preset_is_sized_for_an_accelerator(flags, ba
 def test_a_cpu_sized_run_of_an_accelerator_preset_is_flags_train_takes(name):
     from jaxrl_async.cli.main import _cpu_note, _given_train_flags, _train_command_from
 
-    flags = presets.PRESETS[name].cpu_run.split(" (")[0].split()
+    flags = presets.PRESETS[name].cpu_run[0].split()
     given = _given_train_flags(["--env", name, *flags])[0]
     config = _train_command_from(given, wants_help=False).config
     assert config.preset == name and config.total_timesteps <= presets.PRESETS[name].budget / 10

@@ -38,15 +38,15 @@ class Preset:
       expected_return: final greedy return at the budget, mean over seeds; None: not measured.
       source: where the settings and the expected return come from (a command to reproduce it).
       cpu_run: for a preset sized for an accelerator (a suite's published settings), the flags
-        of a run of it that a 2-core CPU ends in minutes, and what that reached; None: the preset
-        fits a CPU as it is.
+        of a run of it that a 2-core CPU ends in minutes and what that run reached; None: the
+        preset fits a CPU as it is.
     """
 
     name: str
     settings: dict[str, Any]
     expected_return: float | None
     source: str
-    cpu_run: str | None = None
+    cpu_run: tuple[str, str] | None = None
 
     @property
     def algo(self) -> str:
@@ -67,7 +67,7 @@ class Preset:
 
 
 def _preset(name: str, settings: dict[str, Any], expected_return: float | None, source: str,
-            cpu_run: str | None = None) -> Preset:
+            cpu_run: tuple[str, str] | None = None) -> Preset:
     return Preset(name, settings, expected_return, source, cpu_run)
 
 
@@ -169,7 +169,7 @@ def _with(base: dict, **changes) -> dict:
                        for name, value in changes.items()}}
 
 
-def _brax(env: str, algo: str, settings: dict, cpu_run: str) -> Preset:
+def _brax(env: str, algo: str, settings: dict, cpu_run: tuple[str, str]) -> Preset:
     return _preset(f"brax:{env}", dict(settings, env_kwargs=("backend=positional",)), None,
                    _BRAX_SOURCE.format(algo=algo, env=env), cpu_run)
 
@@ -191,21 +191,21 @@ _PLAYGROUND_SOURCE = ("Playground's DM Control Suite PPO settings (mujoco_playgr
 _FLAGSHIP_PRESETS = (
     _brax("ant", "PPO", _with(_BRAX_PPO, total_timesteps=50_000_000, num_envs=4096, num_steps=80,
                               learner=dict(reward_scale=10.0)),
-          f"{_PPO_128x80} (greedy 662 -> 2156 over 3 seeds, 14 min)"),
+          (_PPO_128x80, "greedy 662 -> 2156 over 3 seeds, 14 min")),
     _brax("humanoid", "PPO", _with(_BRAX_PPO, total_timesteps=50_000_000, num_envs=2048, num_steps=160,
                                    learner=dict(update_epochs=8, ent_coef=1e-3, reward_scale=0.1)),
-          f"{_PPO_128x160} (greedy 447 -> 786 over 3 seeds, 20 min)"),
+          (_PPO_128x160, "greedy 447 -> 786 over 3 seeds, 20 min")),
     _brax("halfcheetah", "PPO", _with(_BRAX_PPO, total_timesteps=50_000_000, num_envs=2048, num_steps=160,
                                       learner=dict(update_epochs=8, gamma=0.95, ent_coef=1e-3)),
-          f"{_PPO_128x160} (greedy 16 -> 2061 over 3 seeds, 16 min)"),
+          (_PPO_128x160, "greedy 16 -> 2061 over 3 seeds, 16 min")),
     _brax("hopper", "SAC", _with(_BRAX_SAC, total_timesteps=6_553_600, learner=dict(reward_scale=30.0),
                                  replay=dict(replay_ratio=64, replay_batch_size=512), sac=dict(target_entropy=-1.5)),
-          "--total-timesteps 262144 (greedy 1039 -> 1315 on one seed, 17 min)"),
+          ("--total-timesteps 262144", "greedy 1039 -> 1315 on one seed, 17 min")),
     _brax("walker2d", "SAC", _with(_BRAX_SAC, total_timesteps=7_864_320, learner=dict(reward_scale=5.0),
                                    replay=dict(replay_ratio=32, replay_batch_size=128), sac=dict(target_entropy=-3.0)),
-          "--total-timesteps 262144 (greedy 197 -> 534 over 3 seeds, standing, not yet walking; 13 min)"),
+          ("--total-timesteps 262144", "greedy 197 -> 534 over 3 seeds, standing, not yet walking; 13 min")),
     *(_preset(f"playground:{env}", settings, None, _PLAYGROUND_SOURCE.format(change=change),
-              f"{_DM_128} (greedy {curve} over 3 seeds, {minutes} min)")
+              (_DM_128, f"greedy {curve} over 3 seeds, {minutes} min"))
       for env, settings, change, curve, minutes in (
           ("CheetahRun", _PLAYGROUND_DM, "", "21 -> 151", 11),
           ("WalkerWalk", _PLAYGROUND_DM, "", "27 -> 78", 16),
@@ -499,9 +499,10 @@ def cpu_note(config: TrainConfig, given: set[str]) -> str | None:
     preset = PRESETS.get(config.preset)
     if preset is None or preset.cpu_run is None or given & {"num_envs", "num_steps", "total_timesteps"}:
         return None
+    flags, reached = preset.cpu_run
     return (f"note: {preset.name}'s preset is its suite's published setting, sized for an accelerator "
             f"({preset.settings['num_envs']} envs, {preset.budget:,} steps: hours on a CPU); "
-            f"sized for a CPU: {preset.cpu_run} (docs/suites.md)")
+            f"sized for a CPU: {flags} ({reached}) (docs/suites.md)")
 
 
 def config_for(env: str, preset: str = AUTO, base: TrainConfig | None = None, algo: str | None = None) -> TrainConfig:
