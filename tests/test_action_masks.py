@@ -274,7 +274,7 @@ def test_the_probe_steps_as_stated():
     assert 0.4 < np.mean([m[1] for m in masks]) < 0.6
 
 
-LEARNERS = ("ppo", "a2c", "reinforce", "impala", "dqn")
+LEARNERS = ("ppo", "a2c", "reinforce", "impala", "dqn", "pqn")
 # the probe's two steps, each with action 1 legal and not
 PROBE_OBS = {"observation": jnp.array([[0.0], [0.5], [0.0], [0.5]]),
              ACTION_MASK: jnp.array([[0.0, 1.0, 1.0], [0.0, 1.0, 1.0], [0.0, 0.0, 1.0], [0.0, 0.0, 1.0]])}

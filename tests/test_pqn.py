@@ -20,14 +20,18 @@ from cli_checks import assert_train_refuses  # tests/cli_checks.py
 from compilation import optimized  # tests/compilation.py
 from jaxrl_async.algorithms import sweep_hparams
 from jaxrl_async.algorithms.dqn import epsilon_schedule
-from jaxrl_async.algorithms.pqn import td_loss
+from jaxrl_async.algorithms.pqn import make_pqn, td_loss
 from jaxrl_async.cli.main import parse_train
 from jaxrl_async import TrainConfig
 from jaxrl_async.core.advantages import batched_q_lambda_returns, gae_inputs, q_lambda_returns
+from jaxrl_async.envs.spaces import ACTION_MASK
+from jaxrl_async.nets.actor_critic import Policy
+from jaxrl_async.nets.q import QParams
 from jaxrl_async.trainer import presets
 from jaxrl_async.trainer.asynchronous.loop import behaviour_hook
 from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.trainer.training import train
+from jaxrl_async.types import Trajectory
 from learning_checks import PROBE_SEEDS, assert_every_seed_close, values
 
 TOLERANCE = 0.1
@@ -132,6 +136,33 @@ def test_td_loss_by_hand_and_its_gradient_reaches_the_taken_action_only():
     np.testing.assert_allclose(metrics["td_abs_mean"], 2.0, rtol=1e-6)
     grad = jax.grad(lambda p: td_loss(table_q, p, batch)[0])(network)
     np.testing.assert_allclose(grad, [[0.0, -(3.0 - 2.0) / 2], [(4.0 - 1.0) / 2, 0.0]], rtol=1e-6)
+
+
+def test_the_q_lambda_target_takes_the_max_over_legal_actions_only(tiny_config):
+    """An illegal action is never taken, so its Q-value is never trained: the greedy value of the
+    next state is the max over the actions its mask allows (DQN's target's rule), or an untrained
+    value inflates every target. One step, a tabular Q: Q(s', .) = [50, 4, 2], action 0 illegal
+    in s', so G = r + gamma * 4, not r + gamma * 50."""
+    cfg = tiny_config(env="Probe-ActionMask", algo="pqn", num_envs=1, num_steps=1, total_timesteps=8,
+                      learner=dict(num_minibatches=1, gamma=0.9, gae_lambda=0.65))
+    table = jnp.array([[1.0, 2.0, 0.0], [50.0, 4.0, 2.0]])  # Q(s, a) of states 0 and 1
+
+    def table_q(network, obs):
+        return network[obs["observation"][..., 0].astype(jnp.int32)]
+
+    policy = Policy(init=lambda key: QParams(network=table, epsilon=jnp.zeros(())), initial_carry=lambda shape: (), step=None, value_step=None, unroll=None,
+                    replay_length=1, obs_shape=None, discrete=True, action_shape=())
+    pqn = make_pqn(cfg.learner, cfg.dqn, policy, table_q, num_updates=1, num_envs=1, num_steps=1,
+                   total_timesteps=8)
+    zeros, no = jnp.zeros((1, 1)), jnp.zeros((1, 1), bool)
+    trajectory = Trajectory(
+        obs={"observation": jnp.zeros((1, 1, 1)), ACTION_MASK: jnp.ones((1, 1, 3))}, action=jnp.ones((1, 1), jnp.int32),
+        log_prob=zeros, value=zeros, reward=jnp.full((1, 1), 0.5), terminated=no, truncated=no,
+        next_obs={"observation": jnp.ones((1, 1, 1)), ACTION_MASK: jnp.array([[[0.0, 1.0, 1.0]]])},
+        bootstrap_value=zeros, advantage=zeros, target=zeros, episode_return=zeros,
+        episode_length=zeros.astype(jnp.int32), episode_done=no, reset=no, initial_carry=())
+    _, metrics = pqn.update(pqn.init(jax.random.PRNGKey(0)), trajectory)
+    np.testing.assert_allclose(metrics["q_lambda_return_mean"], 0.5 + 0.9 * 4.0, rtol=1e-6)
 
 
 # -- the network -------------------------------------------------------------------------------------

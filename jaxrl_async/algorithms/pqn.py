@@ -37,8 +37,8 @@ from jaxrl_async.algorithms.sgd import LearnerHyperparams, make_learner, replay_
 from jaxrl_async.config import check_minibatches
 from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.core.advantages import batched_q_lambda_returns, gae_inputs
-from jaxrl_async.core.distributions import pick
-from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
+from jaxrl_async.core.distributions import mask_scores, pick
+from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision, observed_legal_actions
 from jaxrl_async.nets.q import QParams, make_q_policy
 from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
 
@@ -88,7 +88,10 @@ def make_pqn(cfg, exploration_cfg, policy: Policy, q_values: Callable, *, num_up
 
     def returns(network, trajectory: Trajectory) -> jax.Array:
         """[T, B] Q(lambda) returns of the fragment under `network`."""
-        q_next = jax.lax.stop_gradient(q_values(network, trajectory.next_obs))  # [T, B, A]
+        # the greedy value of the next state is over its legal actions only, as DQN's target: an
+        # illegal action is never taken, so its Q-value is never trained and would inflate the max
+        q_next = mask_scores(q_values(network, trajectory.next_obs), observed_legal_actions(trajectory.next_obs))
+        q_next = jax.lax.stop_gradient(q_next)  # [T, B, A]
         discount_t, lambda_t = gae_inputs(trajectory.reward, trajectory.terminated, trajectory.truncated,
                                           cfg.gamma, cfg.gae_lambda)
         return batched_q_lambda_returns(trajectory.reward, discount_t, q_next, lambda_t, scan)
