@@ -47,6 +47,12 @@ def parse_env_kwargs(pairs: tuple[str, ...]) -> dict:
     return kwargs
 
 
+def refused_env_kwargs(env_id: str, env_kwargs: dict, error: Exception) -> ValueError:
+    """The error for `env_kwargs` that the env's constructor would not take (`error`, its TypeError)."""
+    return ValueError(f"env {env_id!r} does not take env_kwargs {env_kwargs}: {error} "
+                      "(--env-kwargs KEY=VALUE passes keyword arguments to the env's constructor)")
+
+
 def host_env_kind(env_id: str) -> str | None:
     """The host env prefix `env_id` starts with ('gymnasium:' / 'envpool:'), None for a JAX env."""
     return next((prefix for prefix in HOST_ENV_PREFIXES if str(env_id).startswith(prefix)), None)

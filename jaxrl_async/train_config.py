@@ -143,6 +143,7 @@ class TrainConfigBase:
         require(self.algo in self.learners, "algo", self.algo,
                 f"choose one of {', '.join(self.learners)}" if self.learners else
                 "TrainConfigBase knows no learner: use jaxrl_async.TrainConfig, which has the registry's")
+        require(self.mode in ("fused", "async"), "mode", self.mode, "choose fused or async")
         require(self.total_timesteps >= 1, "total_timesteps", self.total_timesteps, "must be >= 1")
         require(self.num_envs >= 1, "num_envs", self.num_envs, "must be >= 1")
         require(self.num_steps >= 1, "num_steps", self.num_steps, "must be >= 1")
@@ -249,6 +250,23 @@ class TrainConfigBase:
                 "use --no-normalize-obs")
         require(self.replay.replay_capacity >= self.batch_size, "replay_capacity", self.replay.replay_capacity,
                 f"must hold at least one rollout, num_envs*num_steps={self.batch_size}")
+        held = self.replay.replay_capacity // self.num_envs * self.num_envs  # whole rows of num_envs
+        require(self.replay.learning_starts <= held, "learning_starts", self.replay.learning_starts,
+                f"must be at most the {held} transitions the buffer holds (replay_capacity="
+                f"{self.replay.replay_capacity} in rows of num_envs={self.num_envs}), or no gradient step is ever "
+                "taken: lower --learning-starts or raise --replay-capacity")
+
+    def replay_note(self) -> str | None:
+        """The line that says a replay learner's run ends before its first gradient step (its
+        learning_starts past the run's env steps), None where it learns or has no replay."""
+        if not self.learner_spec.replay:
+            return None
+        steps = self.env_steps
+        if self.replay.learning_starts <= steps:
+            return None
+        return (f"note: learning_starts={self.replay.learning_starts} is more than the run's {steps} env steps per "
+                "seed: it fills the replay buffer and takes no gradient step; lower --learning-starts or raise "
+                "--total-timesteps")
 
     @property
     def learner_spec(self) -> LearnerSpec:

@@ -24,7 +24,11 @@ def _error_line(capsys):
     (["--num-minibatches", "3"], ["num_minibatches=3", "512"]),
     (["--env", "CartPole-v2"], ["CartPole-v2", "CartPole-v1"]),
     (["--env", "MNISTBandit-bsuite"], ["MNISTBandit-bsuite", "offline"]),
-], ids=["not-an-int", "negative-lr", "minibatches-not-dividing", "env-typo", "refused-env"])
+    (["--action-dist", "tanh_gaussian"], ["action_dist='tanh_gaussian'", "Discrete(2", "--action-dist gaussian"]),
+    (["--env", "gymnasium:CartPole-v1", "--preset", "none", "--env-kwargs", "foo=1"],
+     ["'gymnasium:CartPole-v1' does not take env_kwargs {'foo': 1}", "--env-kwargs"]),
+], ids=["not-an-int", "negative-lr", "minibatches-not-dividing", "env-typo", "refused-env", "squash-a-discrete-action",
+        "host-env-kwargs"])
 def test_bad_input_exits_2_with_one_line(flags, must_mention, capsys, tmp_path):
     run_dir = tmp_path / "run"
     assert main(["train", *flags, "--run-dir", str(run_dir)]) == 2
@@ -33,6 +37,23 @@ def test_bad_input_exits_2_with_one_line(flags, must_mention, capsys, tmp_path):
         assert text in line, line
     assert "Traceback" not in line
     assert not run_dir.exists()  # nothing written for a run that never started
+
+
+def test_a_run_dir_in_the_way_of_a_file_is_a_clear_error(capsys, tmp_path):
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    for run_dir in (in_the_way, in_the_way / "run"):
+        assert main(["train", "--total-timesteps", "512", "--run-dir", str(run_dir)]) == 2
+        line = _error_line(capsys)
+        assert f"cannot make the run directory {str(run_dir)!r}" in line and "choose another --run-dir" in line, line
+
+
+def test_resume_refuses_another_run_dir(capsys, tmp_path):
+    """A resumed run goes on in its own directory: a --run-dir beside it would be ignored."""
+    assert main(["train", "--resume", str(tmp_path / "run"), "--run-dir", str(tmp_path / "other")]) == 2
+    line = _error_line(capsys)
+    assert "cannot be given with --resume" in line and f"cp -r {tmp_path / 'run'}" in line, line
+    assert not (tmp_path / "other").exists()
 
 
 @pytest.mark.parametrize("flags, message", [

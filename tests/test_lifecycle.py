@@ -21,9 +21,12 @@ import threading
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl_async.algorithms import sweep_hparams
+from jaxrl_async.algorithms.sgd import LearnerHyperparams
 from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.cli.main import main
 from jaxrl_async.config import LearnerConfig, NetworkConfig
@@ -32,7 +35,7 @@ from jaxrl_async.trainer.evaluate_run import evaluate_run
 from jaxrl_async.trainer.run import TrainingDiverged
 from jaxrl_async.trainer.run_dir import load_config
 from jaxrl_async.trainer.schedule import intervals, sync_points
-from jaxrl_async.trainer.training import train
+from jaxrl_async.trainer.training import resumed_hparams, train
 
 NUM_UPDATES = 40
 STOP_AT = 20
@@ -145,6 +148,23 @@ def test_stop_and_resume_writes_the_same_metrics(runs, name):
     assert [line["iteration"] for line in resumed] == list(range(5, NUM_UPDATES + 1, 5))
     assert without_timings(resumed) == without_timings(full)
     assert len(metrics_of(run.stopped_dir)) == STOP_AT // 5  # the stopped run logged up to its stop
+
+
+def test_a_resume_after_a_crash_writes_each_metrics_line_once(runs, tmp_path):
+    """A run that died after its last checkpoint had logged lines past it: the resume starts at
+    the checkpoint and drops them (and a line cut short), so that each update's line is there
+    once and metrics.jsonl reads as the straight run's."""
+    full = runs("fused").full
+    run_dir = copy_run(full.run_dir, tmp_path / "crashed")
+    numbered = ckpt.list_checkpoints(run_dir)
+    for path in numbered[len(numbered) // 2:]:  # the crash came after the middle checkpoint
+        os.remove(path)
+    os.remove(os.path.join(run_dir, "summary.json"))
+    with open(os.path.join(run_dir, "metrics.jsonl"), "a", encoding="utf-8") as f:
+        f.write('{"iteration": 4')  # the line the crash cut short
+    resumed = train(small_config(run_dir, **VARIANTS["fused"]), console=False, resume=True)
+    assert resumed.summary["params_digest"] == full.summary["params_digest"]
+    assert without_timings(metrics_of(run_dir)) == without_timings(metrics_of(full.run_dir))
 
 
 def test_resumed_lag_1_run_keeps_the_policy_lag(runs):
@@ -415,7 +435,7 @@ def test_divergence_names_metric_update_and_last_good_checkpoint(runs, tmp_path)
     assert isinstance(info.value, FloatingPointError)
     match = DIVERGED.search(str(info.value))
     assert match, str(info.value)
-    assert STOP_AT <= int(match.group(2)) < STOP_AT + 5  # an update of the resumed window
+    assert STOP_AT < int(match.group(2)) <= STOP_AT + 5  # an update of the resumed window, counted from 1
     good = match.group(3)
     assert good == ckpt.numbered_path(run_dir, STOP_AT)
     assert metrics_of(run_dir) == lines_before  # no line for the poisoned window
@@ -444,6 +464,19 @@ def test_resume_applies_new_learner_hyperparameters(runs):
     state, _ = load_resume(cfg, c, initial_states(c))
     assert float(np.asarray(state.learner.hparams.learning_rate)[0]) == np.float32(1e30)
     assert float(np.asarray(state.learner.hparams.ent_coef)[0]) == 0.5
+
+
+def test_a_resumed_sweep_keeps_each_seeds_hyperparameters_but_those_the_resume_changes():
+    """A sweep's checkpoint holds a learning rate per seed; resuming it without `hparams` keeps
+    them (the config's one value would silently flatten the sweep), while a value the resume
+    changes (`--ent-coef 0.5`) is the config's for every seed."""
+    saved_learner, learner = LearnerConfig(), LearnerConfig(ent_coef=0.5)
+    saved, _ = sweep_hparams(saved_learner, 1, learning_rate=[1e-4, 1e-3])
+    fresh = jax.tree.map(lambda x: jnp.broadcast_to(x, (2,)), LearnerHyperparams.from_config(learner))
+    hparams = resumed_hparams(saved, fresh, saved_learner, learner)
+    np.testing.assert_array_equal(hparams.learning_rate, np.float32([1e-4, 1e-3]))
+    np.testing.assert_array_equal(hparams.ent_coef, np.float32([0.5, 0.5]))
+    np.testing.assert_array_equal(hparams.clip_eps, saved.clip_eps)
 
 
 # ------------------------------------------------------------------ Ctrl-C, SIGTERM
@@ -585,8 +618,10 @@ def test_unknown_env_exits_2_with_one_line(flags, message, tmp_path, capsys):
      "from hidden_sizes: leave action_dist at 'gaussian'"),
     (["--env", "gymnasium:Pendulum-v1", "--action-dist", "tanh_gaussian"],
      "host envs ('gymnasium:Pendulum-v1') take the Gaussian clipped to their Box: use --action-dist gaussian"),
+    (["--algo", "dqn", "--replay-capacity", "1024", "--learning-starts", "2048"],
+     "learning_starts=2048 is invalid: must be at most the 1024 transitions the buffer holds"),
 ], ids=["num-envs-0", "negative-eval-interval", "budget-below-one-rollout", "reward-scale-0", "tanh-with-sac",
-        "tanh-on-a-host-env"])
+        "tanh-on-a-host-env", "learning-never-starts"])
 def test_invalid_config_value_exits_2_with_one_line(flags, message, tmp_path, capsys):
     # a flag parsing error: no traceback exists to show, so no --debug hint either
     assert main(["train", *flags, "--run-dir", str(tmp_path / "run")]) == 2

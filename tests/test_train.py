@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.trainer import training
 from jaxrl_async.algorithms import sweep_hparams
+from jaxrl_async.config import ReplayConfig
 from jaxrl_async.core.programs import over_seeds, seed_keys, warm_up
 from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.build import build, forget_builds, init_state, initial_states, run_iterations
@@ -189,6 +190,22 @@ def test_sweep_of_the_wrong_size_is_a_clear_error(base_config):
               hparams={"learning_rate": np.ones(2)})
 
 
+def test_a_mode_misspelt_from_python_is_refused(base_config):
+    """The CLI's choices guard --mode; a Python caller's "fuse" would otherwise train asynchronously."""
+    with pytest.raises(ValueError, match="mode='fuse' is invalid: choose fused or async"):
+        dataclasses.replace(base_config, mode="fuse")
+
+
+def test_a_replay_run_that_ends_before_it_learns_says_so(base_config):
+    dqn = dataclasses.replace(base_config, algo="dqn", num_envs=4, num_steps=8, total_timesteps=4096,
+                              replay=ReplayConfig(learning_starts=5000))
+    assert dqn.replay_note() == ("note: learning_starts=5000 is more than the run's 4096 env steps per seed: it "
+                                 "fills the replay buffer and takes no gradient step; lower --learning-starts or "
+                                 "raise --total-timesteps")
+    assert dataclasses.replace(dqn, replay=ReplayConfig(learning_starts=4096)).replay_note() is None
+    assert base_config.replay_note() is None  # PPO has no replay
+
+
 def test_existing_run_dir_is_refused(runs, base_config):
     run_dir = runs["base"].run_dir
     with open(f"{run_dir}/metrics.jsonl", encoding="utf-8") as f:
@@ -251,7 +268,7 @@ def test_check_finite():
         with pytest.raises(FloatingPointError, match=rf"{name} became NaN or infinite at the updates up to 7"):
             check_finite({name: np.array([0.5, np.nan])}, 7)
     with pytest.raises(FloatingPointError, match="at update 5; the last good checkpoint is ck/update_4"):
-        check_finite({"loss": np.float32(np.inf)}, 8, first_bad=5, last_good="ck/update_4")
+        check_finite({"loss": np.float32(np.inf)}, 8, first_bad=4, last_good="ck/update_4")
     with pytest.raises(FloatingPointError, match="the params became NaN"):
         check_finite({"loss": np.float32(1.0), "params_finite": np.array([True, False])}, 8)
     check_finite({"loss": np.float32(1.0), "params_finite": np.array([True, True])}, 8)

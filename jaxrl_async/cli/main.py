@@ -21,6 +21,7 @@ for it (`tests/test_cli.py` checks it).
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import traceback
 import typing
@@ -147,6 +148,11 @@ def _default_command(given: dict) -> TrainCommand:
         if preset is not None:
             raise ValueError("--preset cannot be given with --resume: a resumed run keeps the config it was "
                              "started with (config.json); drop --preset")
+        run_dir = flags.get("run_dir")
+        if run_dir is not None and os.path.realpath(run_dir) != os.path.realpath(resume_dir):
+            raise ValueError(f"--run-dir {run_dir} cannot be given with --resume {resume_dir}: a resumed run goes on "
+                             f"in its own directory; drop --run-dir, or copy the run there first (cp -r {resume_dir} "
+                             f"{run_dir}) and resume the copy")
         from jaxrl_async.trainer.run_dir import load_config
 
         return TrainCommand(config=load_config(resume_dir), resume=resume_dir)
@@ -263,9 +269,9 @@ def train_command(args: list[str], cpu_runtime: bool = False) -> int:
     except ValueError as error:
         return _fail(TRAIN, error, given.get("debug", False))
     config = command.config
-    note = _missing_preset_note(given)
-    if note:
-        print(note, file=sys.stderr, flush=True)
+    for note in (_missing_preset_note(given), None if command.resume is not None else config.replay_note()):
+        if note:
+            print(note, file=sys.stderr, flush=True)
     _start_jax(cpu_runtime)  # JAX starts only once the flags are valid
     from jaxrl_async.trainer.distributed import initialize
 

@@ -9,6 +9,7 @@ from typing import Any
 import gymnax
 from gymnax.environments import spaces
 
+from jaxrl_async.config import refused_env_kwargs
 from jaxrl_async.envs.ids import REFUSED_ENV_IDS
 from jaxrl_async.envs.partially_observable import PARTIALLY_OBSERVABLE_ENVS
 from jaxrl_async.envs.probes import PROBE_ENVS
@@ -95,8 +96,7 @@ def make_env(env_id: str, **env_kwargs: Any) -> tuple[Any, Any]:
     except TypeError as error:
         if not env_kwargs:
             raise
-        raise ValueError(f"env {env_id!r} does not take env_kwargs {env_kwargs}: {error} "
-                         "(--env-kwargs KEY=VALUE passes keyword arguments to the env's constructor)") from error
+        raise refused_env_kwargs(env_id, env_kwargs, error) from error
     missing = [
         attribute
         for attribute in ("default_params", "reset", "step", "action_space")

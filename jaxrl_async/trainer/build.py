@@ -25,6 +25,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from gymnax.environments import spaces
 
 from jaxrl_async import algorithms
 from jaxrl_async.config import host_env_kind, parse_env_kwargs
@@ -143,6 +144,11 @@ def _build(cfg: TrainConfig, backend: str) -> Components:
     else:
         env, env_params = make_env(cfg.env, **parse_env_kwargs(cfg.env_kwargs))
         if cfg.network.action_dist == "tanh_gaussian":  # the policy's actions are unsquashed (`SquashAction`)
+            space = env.action_space(env_params)
+            if not isinstance(space, spaces.Box):
+                raise ValueError(f"action_dist='tanh_gaussian' squashes a continuous Box action, but {cfg.env} acts "
+                                 f"in {space!r}: use --action-dist gaussian (a discrete space takes a categorical "
+                                 "policy whatever this flag says)")
             env = SquashAction(env)
         obs_space, action_space = env.observation_space(env_params), env.action_space(env_params)
     algorithms.check_action_space(cfg.algo, action_space)

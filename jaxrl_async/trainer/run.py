@@ -60,14 +60,16 @@ class TrainingDiverged(FloatingPointError):
 def check_finite(sums: dict, updates_done: int, first_bad: int | None = None,
                  last_good: str | None = None) -> None:
     """Raise TrainingDiverged naming the metric that went non-finite, the update and the last
-    good checkpoint. `sums` may hold `params_finite` (False where the params are not finite)."""
+    good checkpoint. `sums` may hold `params_finite` (False where the params are not finite);
+    `first_bad` is the first bad update's index, the updates done before it, and the message
+    counts it from 1, as the metrics lines' `iteration` and the checkpoints' names do."""
     culprit = next((name for name in ("loss", "policy_loss", "value_loss", "grad_norm")
                     if name in sums and not np.all(np.isfinite(np.asarray(sums[name], np.float64)))), None)
     if culprit is None and "params_finite" in sums and not np.all(sums["params_finite"]):
         culprit = "the params"
     if culprit is None:
         return
-    where = f"update {first_bad}" if first_bad is not None else f"the updates up to {updates_done}"
+    where = f"update {first_bad + 1}" if first_bad is not None else f"the updates up to {updates_done}"
     tail = f"the last good checkpoint is {last_good}" if last_good else "no checkpoint was written yet"
     raise TrainingDiverged(f"training diverged: {culprit} became NaN or infinite at {where}; {tail}; "
                            "lower --learning-rate or --max-grad-norm")
@@ -113,7 +115,8 @@ class Window:
       num_iterations: iterations in the window.
       elapsed_s: the loop's time for them (for steps/s).
       sums: every metric summed over the window, host arrays `[S]`.
-      first_nonfinite_update: the first update whose loss or gradient norm was not finite, if any.
+      first_nonfinite_update: the index of the first update whose loss or gradient norm was not
+        finite (the updates done before it), if any.
       params_finite: `[S]` bool, the params at the sync are finite.
       extra: mode-specific fields for the metrics line (the async pipeline's timings).
     """
@@ -198,6 +201,7 @@ class Run:
             run_dir = run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
         else:
             run_dir = cfg.run_dir
+            run_dir_lib.drop_metrics_after(run_dir, start_update)
         run_dir_lib.write_json(os.path.join(run_dir, run_dir_lib.CONFIG_FILE), cfg.to_dict())
         # the tracker logs the config with the directory the run has (a default one is picked above)
         sinks = sinks_lib.open_sinks(run_dir, cfg.env_steps, console, tensorboard=cfg.tensorboard, tracker=cfg.tracker,

@@ -38,7 +38,11 @@ def check_fresh(path: str) -> None:
 def create_run_dir(path: str) -> str:
     """Make a fresh run directory; refuse one that already holds a run."""
     check_fresh(path)
-    os.makedirs(path, exist_ok=True)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:  # a file in the way, a path under a file, no permission
+        raise ValueError(f"cannot make the run directory {path!r}: {error.strerror or error} "
+                         f"({error.filename or path}); choose another --run-dir") from error
     return path
 
 
@@ -51,6 +55,34 @@ def write_json(path: str, data: Any) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def drop_metrics_after(run_dir: str, update: int) -> None:
+    """Keep the lines of the run's metrics.jsonl up to `update` (a resumed checkpoint's), dropping
+    those the run wrote past it (a crash after its last checkpoint) and a line cut short: the
+    resumed run writes them anew, once. Rewritten atomically, as `write_json`."""
+    path = os.path.join(run_dir, METRICS_FILE)
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    kept = [line for line in lines if _metrics_update(line) <= update]
+    if len(kept) == len(lines):
+        return
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(kept)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _metrics_update(line: str) -> float:
+    """The update a metrics line was written at; infinite for a line cut short."""
+    try:
+        return json.loads(line)["iteration"]
+    except (ValueError, KeyError, TypeError):
+        return float("inf")
 
 
 def read_json(path: str) -> Any:

@@ -45,22 +45,35 @@ class TrainResult:
     completed: bool = True  # False when stopped early (Ctrl-C or stop_after_updates)
 
 
-def load_resume(cfg: TrainConfig, c: Components, template: TrainState) -> tuple[TrainState, dict]:
-    """The latest checkpoint of `cfg.run_dir`, checked against this config."""
+def load_resume(cfg: TrainConfig, c: Components, template: TrainState,
+                hparams_given: bool = False) -> tuple[TrainState, dict]:
+    """The latest checkpoint of `cfg.run_dir`, checked against this config; `hparams_given`:
+    the template's hyperparameters were passed to `train`, and replace the checkpoint's."""
     path = ckpt.latest_checkpoint(cfg.run_dir)
     if path is None:
         raise ckpt.CheckpointError(f"{cfg.run_dir!r} has no checkpoint to resume from "
                                    f"(looked in {ckpt.checkpoint_dir(cfg.run_dir)}); start a new run instead")
     saved = ckpt.load(path)
-    TrainConfig.from_dict(saved["config"]).check_resumable_as(cfg)
+    saved_cfg = TrainConfig.from_dict(saved["config"])
+    saved_cfg.check_resumable_as(cfg)
     done = int(saved["counters"]["updates"])
     if done >= cfg.num_updates:
         raise ValueError(f"run {cfg.run_dir!r} already has {done} updates ({done * cfg.batch_size} env steps); "
                          "pass a larger --total-timesteps to extend it")
     state, summary_fields, note = restore_training_state(template, saved, path, c.algo.host)
-    # the hyperparameters are this config's (a resume may change them), not the checkpoint's
-    state = state.replace(learner=state.learner.replace(hparams=template.learner.hparams))
+    hparams = (template.learner.hparams if hparams_given else
+               resumed_hparams(state.learner.hparams, template.learner.hparams, saved_cfg.learner, cfg.learner))
+    state = state.replace(learner=state.learner.replace(hparams=hparams))
     return state, {**saved, "path": path, "summary_fields": summary_fields, "note": note}
+
+
+def resumed_hparams(saved: Any, fresh: Any, saved_learner: Any, learner: Any) -> Any:
+    """The hyperparameters a resumed run goes on with, field by field: the checkpoint's (`saved`,
+    `[S]`: a sweep's own value for each seed) where the config kept the value it was saved with,
+    the config's (`fresh`, from `learner`) where the resume changed it (`--learning-rate 1e-4`)."""
+    return type(saved)(**{field.name: getattr(saved if getattr(saved_learner, field.name) == getattr(learner, field.name)
+                                              else fresh, field.name)
+                          for field in dataclasses.fields(saved)})
 
 
 def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume: bool = False,
@@ -103,7 +116,7 @@ def _train(cfg: TrainConfig, console: bool, hparams: Any, resume: bool, stop_aft
     setup_compile_s = time.perf_counter() - setup_start
     saved = None
     if resume:
-        state, saved = load_resume(cfg, c, state)
+        state, saved = load_resume(cfg, c, state, hparams_given=hparams is not None)
         if saved["note"] and console:
             print(f"resume: {saved['path']}: {saved['note']}", flush=True)
     state = placement.place(state)

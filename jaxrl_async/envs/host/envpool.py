@@ -31,7 +31,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl_async.config import ENVPOOL_PREFIX
+from jaxrl_async.config import ENVPOOL_PREFIX, refused_env_kwargs
 from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, set_row, to_gymnax_space
 
 ENVPOOL_MISSING = ("env {env_id!r} needs EnvPool, an optional extra that is not installed: pip install -e "
@@ -121,7 +121,12 @@ def make_envpool_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
         raise ValueError(ENVPOOL_MISSING.format(env_id=env_id, name=name)) from None
     _known_id(envpool, env_id, name)
     with _quiet_spaces():
-        spec = envpool.make_spec(name, **env_kwargs)
+        try:
+            spec = envpool.make_spec(name, **env_kwargs)
+        except TypeError as error:
+            if not env_kwargs:
+                raise
+            raise refused_env_kwargs(env_id, env_kwargs, error) from error
         observation_space = to_gymnax_space(spec.gymnasium_observation_space, f"env={env_id!r}: its observation")
         action_space = to_gymnax_space(spec.gymnasium_action_space, f"env={env_id!r}: its action")
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl_async.config import ENVPOOL_PREFIX, GYMNASIUM_PREFIX, host_env_kind
+from jaxrl_async.config import ENVPOOL_PREFIX, GYMNASIUM_PREFIX, host_env_kind, refused_env_kwargs
 from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, to_gymnax_space
 
 
@@ -120,6 +120,10 @@ def make_host_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
     except gym.error.DependencyNotInstalled as error:
         raise ValueError(f"env={env_id!r} needs an optional dependency: {error} (for MuJoCo envs: "
                          "pip install -e '.[mujoco]')") from None
+    except TypeError as error:
+        if not env_kwargs:
+            raise
+        raise refused_env_kwargs(env_id, env_kwargs, error) from error
     try:
         observation_space = to_gymnax_space(probe.observation_space, f"env={env_id!r}: its observation")
         action_space = to_gymnax_space(probe.action_space, f"env={env_id!r}: its action")
