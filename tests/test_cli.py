@@ -82,6 +82,12 @@ def test_eval_flag_typo_gets_a_suggestion(capsys):
     assert line == "jaxrl-async eval: error: Unrecognized options: --episode, 3; did you mean --episodes?", line
 
 
+def test_eval_of_no_episode_names_the_flag(capsys):
+    assert main(["eval", "some-run", "--episodes", "0"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line == "jaxrl-async eval: error: --episodes 0 is invalid: evaluate at least 1 episode", line
+
+
 @pytest.mark.parametrize("env, must_mention", [
     ("bax:ant", ["unknown env_id 'bax:ant'", "did you mean 'brax:ant'?", "brax, playground, craftax",
                  "`jaxrl-async envs --suite NAME`", "`jaxrl-async envs` lists"]),

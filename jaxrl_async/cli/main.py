@@ -302,11 +302,13 @@ def train_command(args: list[str], cpu_runtime: bool = False) -> int:
 def eval_command(args: list[str], cpu_runtime: bool = False) -> int:
     import tyro
 
-    from jaxrl_async.cli.flags import parse
+    from jaxrl_async.cli.flags import parse, refuse
 
     prog = "jaxrl-async eval"
     # the run directory, EvalCommand's one required field, is the positional argument
     command = parse(EvalCommand, args, prog, markers=(tyro.conf.PositionalRequiredArgs,))
+    if command.episodes < 1:
+        refuse(prog, f"--episodes {command.episodes} is invalid: evaluate at least 1 episode")
     from jaxrl_async.trainer.run_dir import load_config
 
     try:
