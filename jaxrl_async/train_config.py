@@ -326,6 +326,11 @@ class TrainConfigBase:
                 raise ValueError(f"cannot resume with {field}={after!r}: the run was trained with "
                                  f"{field}={before!r}, and its checkpoint only fits that; drop the flag "
                                  "or start a new run")
+        if self.learner_spec.replay and self.replay.checkpoint_replay and self.replay.prioritised != new.replay.prioritised:
+            kind, fits = ("prioritised", "> 0") if self.replay.prioritised else ("uniform", "0")
+            raise ValueError(f"cannot resume with replay.priority_exponent={new.replay.priority_exponent!r}: the run's "
+                             f"checkpoints hold its {kind} replay buffer (--checkpoint-replay), which only fits a "
+                             f"priority_exponent of {fits}; drop the flag or start a new run")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -212,6 +212,23 @@ def test_every_fixed_field_is_checked(dotted, change, tmp_path):
         small_config(tmp_path).check_resumable_as(small_config(tmp_path, **change))
 
 
+def test_a_saved_replay_buffer_fixes_whether_it_is_prioritised(tmp_path):
+    """With --checkpoint-replay the checkpoint holds the buffer, priorities or none; without it
+    the buffer refills, so prioritised replay may be switched on at a resume."""
+    from jaxrl_async.config import ReplayConfig
+
+    def dqn(**replay):
+        return small_config(tmp_path, algo="dqn", replay=ReplayConfig(replay_capacity=1024, learning_starts=64, **replay))
+
+    with pytest.raises(ValueError, match=r"cannot resume with replay.priority_exponent=0.6: the run's checkpoints "
+                                         r"hold its uniform replay buffer \(--checkpoint-replay\), which only fits a "
+                                         r"priority_exponent of 0"):
+        dqn(checkpoint_replay=True).check_resumable_as(dqn(checkpoint_replay=True, priority_exponent=0.6))
+    with pytest.raises(ValueError, match="hold its prioritised replay buffer"):
+        dqn(checkpoint_replay=True, priority_exponent=0.6).check_resumable_as(dqn(checkpoint_replay=True))
+    assert dqn().check_resumable_as(dqn(priority_exponent=0.6)) is None
+
+
 def test_resume_accepts_budget_schedule_mode_and_hyperparameter_changes(tmp_path):
     new = small_config(tmp_path, total_timesteps=80 * BATCH, eval_interval=0, iterations_per_call="all",
                        mode="async", lag="1", checkpoint_interval=3, keep_checkpoints=1, eval_stochastic=True,
