@@ -8,6 +8,7 @@ plain NumPy loop that replays a lag policy is an exact reference.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import threading
@@ -404,6 +405,35 @@ def test_held_waits_for_the_rollout_in_flight_and_starts_none_until_released():
         wait_until(lambda: len(started) >= 2, what="the next rollout after the hold")
         assert started[1] >= released
         assert [worker.get().index for _ in range(2)] == [0, 1]
+
+
+@pytest.mark.parametrize("how", ["stop", "raise"])
+def test_a_run_that_ends_at_a_held_sync_starts_no_rollout_after_it(how):
+    """A stop decided at a sync (Ctrl-C, SIGTERM, stop_after_updates), or an error in it: the actor
+    starts nothing once the hold ends, so `close` does not wait for a whole new fragment (a slow
+    host env's may take longer than it waits)."""
+    store = ParamStore()
+    store.publish(initial_params())
+    started = []
+
+    def slow_collect(params, counter):
+        started.append(time.monotonic())
+        time.sleep(0.5)
+        return counter_collect(params, counter)
+
+    worker = RolloutWorker(slow_collect, initial_counter(), store, lag="latest", buffer_size=8, join_timeout_s=5)
+    wait_until(lambda: len(started) == 1, what="the first rollout to start")
+    with contextlib.suppress(RuntimeError), worker.held():
+        if how == "stop":
+            worker.stop()
+        else:
+            raise RuntimeError("the sync failed")
+    released = time.monotonic()
+    time.sleep(0.1)  # time enough for a rollout to start, were one allowed to
+    closing = time.monotonic()
+    worker.close()
+    assert time.monotonic() - closing < 0.25  # nothing in flight to wait for (before: the rest of a 0.5 s fragment)
+    assert len(started) == 1 and started[0] < released
 
 
 # -- RolloutWorker: errors --------------------------------------------------

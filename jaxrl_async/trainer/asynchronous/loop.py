@@ -319,6 +319,8 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
                                 counters={"params_version": store.version},
                                 extra_state=None if older is None else
                                 {"behaviour_params": serialization.to_state_dict(store.get(older))})
+                if stop:
+                    worker.stop()  # before the hold ends, so that the actor starts nothing more
             if stop:
                 break
         if in_flight is not None:  # the schedule syncs at its last update; counted all the same

@@ -217,7 +217,8 @@ class RolloutWorker:
                 wanted = self.lag.version_for(index, self._sync_interval)
                 version, params = (self._store.latest() if wanted is None
                                    else self._store.wait_for(wanted, self._stop))
-                self._start_collecting()
+                if not self._start_collecting():  # stopped while the learner held it: no rollout after a stop
+                    break
                 actor_wait_s = blocked_s + time.perf_counter() - wait_start
                 start = time.perf_counter()
                 try:
@@ -243,11 +244,16 @@ class RolloutWorker:
             except PipelineClosed:
                 pass
 
-    def _start_collecting(self) -> None:
+    def _start_collecting(self) -> bool:
+        """Wait while the learner holds the actor; False, starting nothing, where the pipeline
+        stopped meanwhile (a stop decided at a sync, an error in it)."""
         with self._hold:
             while self._holding and not self._stop.is_set():
                 self._hold.wait(0.05)
+            if self._stop.is_set():
+                return False
             self._collecting = True
+            return True
 
     def _stop_collecting(self) -> None:
         with self._hold:
@@ -262,13 +268,18 @@ class RolloutWorker:
         held, so the time they take, counted apart from training, is not time the actor spent
         collecting: without it, the fragments an actor made during a long evaluation on host envs
         counted as steps trained in no time. Results are unchanged (the lag policy fixes each
-        rollout's params)."""
+        rollout's params). A block that raises, or calls `stop`, stops the actor before it lets
+        go: no rollout starts after a run's last sync (a fragment of slow host envs can take
+        longer than `close` waits)."""
         with self._hold:
             self._holding = True
             while self._collecting and self._thread.is_alive():
                 self._hold.wait(0.05)
         try:
             yield
+        except BaseException:
+            self._stop.set()
+            raise
         finally:
             with self._hold:
                 self._holding = False
@@ -294,6 +305,10 @@ class RolloutWorker:
                     raise self._error
                 raise PipelineClosed("the rollout worker has no more rollouts")
             return item
+
+    def stop(self) -> None:
+        """Start no more rollouts (the one in flight ends); `close` then joins the actor."""
+        self._stop.set()
 
     def close(self) -> None:
         self._stop.set()
