@@ -206,13 +206,14 @@ def study_main(config: TrainConfig, name: str, argv: list[str] | None, defaults:
     return run_study(cfg, name, args.run_dir)
 
 
-def run_script(main) -> None:
+def run_script(main, compilation_cache: str | None = None) -> None:
     """Run a script's `main` with the commands' settings (jaxrl_async/runtime.py), applied before
-    JAX starts: one device, since the seeds are vmapped, and the persistent compilation cache."""
+    JAX starts: one device, since the seeds are vmapped, and the persistent compilation cache
+    (`compilation_cache`: `configure_compilation_cache`'s setting; 'off' for none)."""
     from jaxrl_async.trainer.runtime import configure_compilation_cache, configure_cpu_runtime
 
     configure_cpu_runtime(expose_cores=False)
-    configure_compilation_cache()
+    configure_compilation_cache(compilation_cache)
     main()
 
 
@@ -229,13 +230,15 @@ def run_comparison(runs: dict[str, TrainConfig], name: str, out_dir: str | None 
       name: the study's name: the plot's title and the default directory name.
       out_dir: the study's directory (created; its runs must not exist); default
         runs/<name>-<timestamp>.
-      x: the curves' x axis, "env_steps" or "wall_s" (see `curve_from_metrics`).
+      x: the curves' x axis, "env_steps" or "wall_s" (see `curve_from_metrics`); with "wall_s"
+        each run builds and compiles its own programs, none kept from the run before.
       console: print a progress line per host sync.
 
     Returns:
       label -> the run's `TrainResult`; `<out_dir>/comparison.png` holds the curves.
     """
-    from jaxrl_async import train  # after the script's CPU settings (see run_study
+    from jaxrl_async import train  # after the script's CPU settings (see run_script)
+    from jaxrl_async.trainer.build import forget_builds
 
     out_dir = default_run_dir(name) if out_dir is None else out_dir
     os.makedirs(out_dir, exist_ok=True)
@@ -243,6 +246,10 @@ def run_comparison(runs: dict[str, TrainConfig], name: str, out_dir: str | None 
     for label, cfg in runs.items():
         if console:
             print(f"--- {name}: {label}", flush=True)
+        if x == "wall_s":  # each run builds and compiles its programs, as its own process would: runs
+            # that differ only in host-side fields (the async lag) would otherwise reuse the first
+            # one's, and their wall-clock curves leave out the compile the first one's hold
+            forget_builds()
         result = train(dataclasses.replace(cfg, run_dir=os.path.join(out_dir, label)), console=console)
         results[label] = result
         curves[label] = curve_from_metrics(os.path.join(result.run_dir, "metrics.jsonl"), x=x)
