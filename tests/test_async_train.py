@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 
 import jax
 import numpy as np
 import pytest
 
 from jaxrl_async.trainer import run_dir as run_dir_lib
-from jaxrl_async.trainer.asynchronous.loop import train_async
+from jaxrl_async.trainer.asynchronous.loop import TIMING_FIELDS, PipelineAccounting, train_async
 from jaxrl_async.config import LearnerConfig, NetworkConfig
 from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.build import build, initial_states
@@ -153,6 +154,26 @@ def test_lag_1_summary(runs):
     on_disk = run_dir_lib.read_json(os.path.join(result.run_dir, run_dir_lib.SUMMARY_FILE))
     assert on_disk["params_digest"] == summary["params_digest"]
     assert on_disk["policy_lag_max"] == 1
+
+
+def test_overlap_counts_only_the_rollout_time_inside_the_steady_state():
+    """Rollouts collected while the pipeline filled (prefetched, or during the first compile) are
+    consumed in the steady state, but their collecting time is not in it: counted, a short run's
+    overlap efficiency read 16 and 85 (a review's), where 2.0 is perfect overlap."""
+    accounting = PipelineAccounting(start=0, num_updates=6, samples_per_update=64)
+    metrics, finite = {"loss": np.zeros(1)}, np.ones(1, bool)
+    timings = {**dict.fromkeys(TIMING_FIELDS, 0.0), "rollout_s": 1.0}
+    long_ago = time.perf_counter() - 10.0
+    for index in range(5):  # collected for a second each, long before; the steady state starts at the 3rd
+        accounting.start_iteration(index, host_s=0.0)
+        accounting.add(index, metrics, finite, {**timings, "rollout_start": long_ago})
+    accounting.start_iteration(5, host_s=0.0)
+    time.sleep(0.2)
+    # the last: 0.25 s of collecting, begun 0.1 s before the steady state
+    accounting.add(5, metrics, finite, {**timings, "rollout_s": 0.25, "rollout_start": accounting._steady_start - 0.1})
+    overlap = accounting.summary(host_s=0.0)["overlap_efficiency"]
+    steady_wall = time.perf_counter() - accounting._steady_start
+    assert overlap == pytest.approx(0.15 / steady_wall, rel=0.05)  # before: (3 x 1.0 + 0.25) / 0.2 s = 16
 
 
 def test_lag_1_metrics_lines_carry_the_pipeline_timings(runs):

@@ -200,7 +200,8 @@ class PipelineAccounting:
             self._window_start = now
 
     def add(self, index: int, metrics: dict, update_finite, timings: dict) -> None:
-        """One iteration's metrics ([S] host arrays), finite flags and `TIMING_FIELDS` timings."""
+        """One iteration's metrics ([S] host arrays), finite flags, `TIMING_FIELDS` timings and its
+        rollout's `rollout_start`."""
         if self._first_bad is None and not np.all(update_finite):
             self._first_bad = index
         self._sums = metrics if self._sums is None else jax.tree.map(np.add, self._sums, metrics)
@@ -210,6 +211,10 @@ class PipelineAccounting:
         if index >= self._steady_from:
             for f in self._steady:
                 self._steady[f] += timings[f]
+            # a rollout collected before the steady state began (prefetched while the pipeline
+            # filled): only its part inside the steady state overlaps it
+            before = self._steady_start - timings["rollout_start"]
+            self._steady["rollout_s"] -= min(max(before, 0.0), timings["rollout_s"])
 
     def window(self, updates_done: int, params_finite) -> Window:
         """The window since the last sync, for the sync step; starts the next one."""
@@ -298,7 +303,7 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
             # update_s: the learner's time dispatching the update and, below, waiting for its outputs
             update = (k, outputs, {
                 "policy_lag": k - item.version, "learner_wait_s": learner_wait_s,
-                "actor_wait_s": item.actor_wait_s, "rollout_s": item.rollout_s,
+                "actor_wait_s": item.actor_wait_s, "rollout_s": item.rollout_s, "rollout_start": item.rollout_start,
                 "update_s": time.perf_counter() - update_start,
                 **{f: item.timings.get(f, 0.0) for f in HOST_TIMING_FIELDS}})
             # the previous update's outputs come to the host now that this one is queued behind it:

@@ -153,6 +153,7 @@ class RolloutItem:
     rollout_s: float  # time inside the jitted rollout
     actor_wait_s: float  # time the actor waited, before this rollout, for params and for a free slot
     timings: dict = dataclasses.field(default_factory=dict)  # the collect's own split of rollout_s, if it gives one
+    rollout_start: float = 0.0  # `time.perf_counter()` when the rollout began (a prefetched one's is before its use)
 
 
 _END = object()
@@ -231,7 +232,8 @@ class RolloutWorker:
                 rollout_s = time.perf_counter() - start
                 put_start = time.perf_counter()
                 timings = self._timings() if self._timings is not None else {}
-                self._put(RolloutItem(index, version, trajectory, self._state, rollout_s, actor_wait_s, timings))
+                self._put(RolloutItem(index, version, trajectory, self._state, rollout_s, actor_wait_s, timings,
+                                      rollout_start=start))
                 blocked_s = time.perf_counter() - put_start
                 index += 1
         except PipelineClosed:
