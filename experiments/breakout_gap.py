@@ -41,7 +41,7 @@ def _network(**changes) -> TrainConfig:
 
 
 _EIGHT_EPOCHS = _learner(update_epochs=8)
-# the preset since 2026-11-24 (jaxrl_async/presets.py): the base of the "preset-" variants
+# the preset since 2026-11-24 (jaxrl_async/trainer/presets.py): the base of the "preset-" variants
 _PRESET = dataclasses.replace(_EIGHT_EPOCHS, num_envs=256, num_steps=32)
 
 

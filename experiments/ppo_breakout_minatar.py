@@ -14,7 +14,7 @@ from jaxrl_async.trainer.presets import config_for
 if TYPE_CHECKING:
     from jaxrl_async import TrainResult
 
-# its preset (see jaxrl_async/presets.py and experiments/breakout_gap.py for how it was chosen),
+# its preset (see jaxrl_async/trainer/presets.py and experiments/breakout_gap.py for how it was chosen),
 # evaluated both greedily and with the sampling policy, the figure PureJaxRL reports
 CONFIG = dataclasses.replace(config_for("Breakout-MinAtar"), eval_stochastic=True)
 

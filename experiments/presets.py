@@ -1,4 +1,4 @@
-"""Each env's preset at its budget: the figures `jaxrl-async envs` shows (jaxrl_async/presets.py).
+"""Each env's preset at its budget: the figures `jaxrl-async envs` shows (jaxrl_async/trainer/presets.py).
 
     python -m experiments.presets [--envs ID ...] [--num-seeds S] [--total-timesteps N] [--run-dir DIR]
 
