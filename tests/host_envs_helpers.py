@@ -8,6 +8,7 @@ import numpy as np
 SCRIPTED_ID = "JaxrlTest/Scripted-v0"  # time limit 4
 NESTED_ID = "JaxrlTest/Nested-v0"  # ScriptedEnv with Dict / Tuple observations, MultiDiscrete actions
 TEXT_ID = "JaxrlTest/TextObs-v0"
+FAILING_ID = "JaxrlTest/Failing-v0"  # ScriptedEnv failing at its 12th step
 
 
 class ScriptedEnv(gym.Env):
@@ -51,6 +52,20 @@ class NestedEnv(ScriptedEnv):
         return obs, float(self._t) + 0.5 * int(action[0]) + 0.25 * int(action[1]), terminated, truncated, info
 
 
+class FailingEnv(ScriptedEnv):
+    """ScriptedEnv whose simulator fails at its 12th step (of each env instance): a ValueError,
+    as a real simulator's bad state might raise."""
+
+    def __init__(self):
+        self._steps = 0
+
+    def step(self, action):
+        self._steps += 1
+        if self._steps == 12:
+            raise ValueError("the simulator failed at step 12")
+        return super().step(action)
+
+
 class TextObsEnv(ScriptedEnv):
     """An observation space the trainer cannot take."""
 
@@ -62,3 +77,4 @@ def register() -> None:
         gym.register(SCRIPTED_ID, entry_point=ScriptedEnv, max_episode_steps=4)
         gym.register(NESTED_ID, entry_point=NestedEnv, max_episode_steps=4)
         gym.register(TEXT_ID, entry_point=TextObsEnv, max_episode_steps=4)
+        gym.register(FAILING_ID, entry_point=FailingEnv, max_episode_steps=4)

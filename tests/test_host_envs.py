@@ -6,12 +6,14 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import threading
 
 import jax
 import numpy as np
 import pytest
 
 from jaxrl_async.trainer import checkpoint as ckpt
+from jaxrl_async.trainer.asynchronous.loop import RolloutFailed
 from jaxrl_async.core.advantages import gae_inputs
 from jaxrl_async.cli.main import main
 from jaxrl_async.trainer.build import build, initial_states
@@ -21,7 +23,7 @@ from jaxrl_async.envs.host.gymnasium import make_host_env
 from jaxrl_async.envs.host.cores import on_core
 from jaxrl_async.nets.actor_critic import reset_carry
 from jaxrl_async.trainer.training import train
-from host_envs_helpers import NESTED_ID, SCRIPTED_ID, TEXT_ID, register  # tests/host_envs_helpers.py
+from host_envs_helpers import FAILING_ID, NESTED_ID, SCRIPTED_ID, TEXT_ID, register  # tests/host_envs_helpers.py
 
 register()
 SCRIPTED = "gymnasium:" + SCRIPTED_ID
@@ -368,6 +370,17 @@ def test_resume_continues_the_learner_and_counters_with_fresh_episodes(tmp_path)
     # (episode statistics restart), so the run differs from one that never stopped
     whole = train(_cfg(tmp_path, "w"), console=False)
     assert whole.summary["params_digest"] != resumed.summary["params_digest"]
+
+
+def test_an_env_failing_mid_run_stops_it_as_a_failed_rollout(tmp_path):
+    """A ValueError from a simulator's step is no bad input: the run raises RolloutFailed (a
+    RuntimeError: the CLI's exit 1 with the traceback, not the one line and exit 2 of a bad flag),
+    with the env's error as its cause; no actor thread is left."""
+    with pytest.raises(RolloutFailed, match=r"a rollout failed in the actor thread: ValueError: the simulator "
+                                            r"failed at step 12") as info:
+        train(_cfg(tmp_path, "fails", env="gymnasium:" + FAILING_ID), console=False)
+    assert not isinstance(info.value, ValueError) and isinstance(info.value.__cause__, ValueError)
+    assert not [t for t in threading.enumerate() if t.name == "rollout-worker"]
 
 
 @pytest.mark.parametrize("env, message", [

@@ -52,6 +52,11 @@ TIMING_FIELDS = ("policy_lag", "learner_wait_s", "actor_wait_s", "rollout_s", "u
 PIPELINE_FILL = 2
 
 
+class RolloutFailed(RuntimeError):
+    """The actor's rollout raised (an env's step, a host env's simulator): the run failed while it
+    trained, not for its input, whatever the error's type (`__cause__` is the actor's error)."""
+
+
 def compile_learner(c: Components, placement: Placement, state: TrainState, trajectory, unpack=None):
     """AOT-compile the learner's update for `trajectory` (abstract, with the shardings the actor
     hands it over in) and this state's placement (the learner keeps its state's shardings from
@@ -289,7 +294,10 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
         for k in range(start, cfg.num_updates):
             accounting.start_iteration(k, run.host_s)
             wait_start = time.perf_counter()
-            item = worker.get()
+            try:
+                item = worker.get()
+            except Exception as error:  # a ValueError from an env is no bad flag: the CLI's exit 1, with the traceback
+                raise RolloutFailed(f"a rollout failed in the actor thread: {type(error).__name__}: {error}") from error
             learner_wait_s = time.perf_counter() - wait_start
             update_start = time.perf_counter()
             # only the metrics come to the host: the learner state stays on the device
