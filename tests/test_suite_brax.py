@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 import brax.envs
+from brax.envs.base import State as BraxState
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,6 +24,7 @@ from jaxrl_async import TrainConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.wrappers import max_truncations
 from jaxrl_async.envs.suites import make_suite_env, suite_env_ids
+from jaxrl_async.envs.suites.brax_api import BraxApiEnv
 from jaxrl_async.envs.suites.functional import SuiteState
 from jaxrl_async.trainer.training import train
 
@@ -196,6 +198,36 @@ def test_cached_reset_restarts_from_the_first_state():
     np.testing.assert_array_equal(obs, [7.0, 8.0])
     np.testing.assert_array_equal(env.suite_state(state.inner).obs, [7.0, 8.0])
     np.testing.assert_array_equal(state.first[0], [7.0, 8.0])  # the cache itself is kept
+
+
+class _RandomStepEnv:
+    """A Brax-API env whose step draws its observation from `info["rng"]`, as Playground's
+    locomotion envs draw their commands and pushes (they need MuJoCo Menagerie, not on disk here)."""
+
+    action_size = 1
+
+    def reset(self, key):
+        return BraxState(pipeline_state=None, obs=jnp.zeros(1), reward=jnp.zeros(()), done=jnp.zeros(()),
+                         metrics={}, info={"rng": key})
+
+    def step(self, state, action):
+        rng, draw = jax.random.split(state.info["rng"])
+        return state.replace(obs=jax.random.uniform(draw, (1,)), info={"rng": rng})
+
+
+def test_a_cached_restart_lets_the_steps_random_stream_go_on():
+    """Restored with the first state, the stream would repeat every episode; Brax's and
+    Playground's cached auto-resets restore the physics and observation alone."""
+    env = BraxApiEnv(_RandomStepEnv(), "test:random-step", max_steps_in_episode=2, auto_reset="cached")
+    obs, state = env.reset(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
+    seen = []
+    for t in range(4):  # two episodes of two steps
+        obs, state, _, _, truncated, info = step(jax.random.PRNGKey(t), state, jnp.ones(1))
+        seen.append(float(info["final_observation"][0]))
+    assert bool(truncated)
+    np.testing.assert_array_equal(obs, np.zeros(1))  # restarted from the first reset's observation
+    assert len(set(seen)) == 4, seen  # the second episode's draws are new ones
 
 
 def test_make_env_wraps_the_adapter_and_keeps_state_arrays():

@@ -126,7 +126,8 @@ class BraxApiEnv(SuiteEnv):
         return self._env
 
     def action_space(self, params: Any = None) -> spaces.Box:
-        """Box [-1, 1]^action_size: both suites scale [-1, 1] to the actuators' ranges."""
+        """Box [-1, 1]^action_size, the suites' convention: an env whose actuators' range is not
+        [-1, 1] scales the action to it, the others take it as it is (the physics clips it)."""
         return self._action_space
 
     def observation_space(self, params: Any = None) -> Any:
@@ -162,6 +163,18 @@ class BraxApiEnv(SuiteEnv):
         state = self._env.step(self.suite_state(inner), action)
         leaves = self._leaves_like_reset(state)
         return state.obs, leaves, state.reward, state.done != 0, jnp.zeros((), jnp.bool_)
+
+    def restart_state(self, first: tuple, stepped: tuple) -> tuple:
+        """The first reset's state with the step's `info["rng"]`, where the env keeps one (Playground's
+        locomotion envs draw commands and pushes from it as they step): restored with the rest, it
+        would replay one random stream every episode, where Brax's and Playground's cached
+        auto-resets restore the physics and the observation and let the stream go on."""
+        first_state = self.suite_state(first)
+        info = getattr(first_state, "info", None)
+        if not isinstance(info, dict) or "rng" not in info:
+            return first
+        rng = self.suite_state(stepped).info["rng"]
+        return self._leaves_like_reset(first_state.replace(info={**info, "rng": rng}))
 
     def _leaves_like_reset(self, state: Any) -> tuple:
         """`state`'s leaves, each an array of the shape and dtype `reset` gives it."""

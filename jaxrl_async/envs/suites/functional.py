@@ -17,7 +17,8 @@ where `step_env` never resets, `terminated` is the task's end (no bootstrap past
   `info["final_observation"]`, the observation before the reset, for the truncation bootstrap;
   under `vmap` only the envs whose episode ended run their reset (`autoreset.reset_where`: a
   suite's reset may cost tens of steps); or, with `auto_reset="cached"`, restarted from the
-  state the env's own first reset drew (what Brax's and Playground's training wrappers do): no
+  state the env's own first reset drew (what Brax's and Playground's training wrappers do; the
+  random stream a step draws from goes on, `restart_state`): no
   reset at all inside `step`, which pays where episodes end somewhere in the batch at nearly every
   step (thousands of envs on a GPU, where `reset_where` resets the whole batch at once). Each env
   then repeats one start; evaluation (a fresh `reset` per episode) is unchanged;
@@ -129,6 +130,12 @@ class SuiteEnv(abc.ABC):
     def _step_env(self):
         return jax.jit(self.step_env, inline=True)
 
+    def restart_state(self, first: Any, stepped: Any) -> Any:
+        """`auto_reset="cached"`: the inner state an env restarts from when its episode ended, from
+        the first reset's (`first`) and the step's (`stepped`); the first reset's, unless a suite
+        carries something over (`brax_api.BraxApiEnv`: its random stream)."""
+        return first
+
     def reset(self, key: jax.Array, params: SuiteParams | None = None) -> tuple[Any, SuiteState]:
         obs, inner = self._reset_env(key, self._params if params is None else params)
         first = (obs, inner) if self.auto_reset == "cached" else None
@@ -146,7 +153,8 @@ class SuiteEnv(abc.ABC):
         truncated = truncated & ~terminated
         done = terminated | truncated
         if self.auto_reset == "cached":
-            next_obs, next_inner = select_tree(done, state.first, (obs, inner))
+            restart = (state.first[0], self.restart_state(state.first[1], inner))
+            next_obs, next_inner = select_tree(done, restart, (obs, inner))
         else:
             next_obs, next_inner = reset_where(done, key_reset, (obs, inner),
                                                lambda key: self._reset_env(key, params))
