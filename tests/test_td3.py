@@ -329,7 +329,8 @@ def test_correlated_exploration_noise_reaches_the_actions(tiny_config):
     (lag-1 correlation about 0.99, where white noise gives about 0), each step's noise still of
     the flag's size (0.2 of half the range)."""
     cfg = tiny_config(env="Pendulum-v1", algo="td3", num_envs=64, num_steps=16, total_timesteps=64 * 16,
-                      action_noise_correlation=0.99).with_fields(exploration_noise=0.2, replay_capacity=2048)
+                      action_noise_correlation=0.99).with_fields(exploration_noise=0.2, replay_capacity=2048,
+                                                                 learning_starts=1024)
     c = build(cfg)
     state = init_state(c, jax.random.PRNGKey(0))
     params = state.learner.params.replace(random_actions=jnp.zeros((), bool))
