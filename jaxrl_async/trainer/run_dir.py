@@ -47,11 +47,15 @@ def create_run_dir(path: str) -> str:
 
 
 def write_json(path: str, data: Any) -> None:
-    """Write JSON atomically (temporary file, fsync, rename): a reader never sees half a file."""
+    """Write JSON atomically: a reader never sees half a file."""
+    _write_atomically(path, json.dumps(to_jsonable(data), indent=2) + "\n")
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """Write `text` to a temporary file, fsync it, and rename it over `path`."""
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(to_jsonable(data), f, indent=2)
-        f.write("\n")
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -60,21 +64,15 @@ def write_json(path: str, data: Any) -> None:
 def drop_metrics_after(run_dir: str, update: int) -> None:
     """Keep the lines of the run's metrics.jsonl up to `update` (a resumed checkpoint's), dropping
     those the run wrote past it (a crash after its last checkpoint) and a line cut short: the
-    resumed run writes them anew, once. Rewritten atomically, as `write_json`."""
+    resumed run writes them anew, once. Rewritten atomically."""
     path = os.path.join(run_dir, METRICS_FILE)
     if not os.path.exists(path):
         return
     with open(path, encoding="utf-8") as f:
         lines = f.readlines()
     kept = [line for line in lines if _metrics_update(line) <= update]
-    if len(kept) == len(lines):
-        return
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(kept)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    if len(kept) < len(lines):
+        _write_atomically(path, "".join(kept))
 
 
 def _metrics_update(line: str) -> float:
