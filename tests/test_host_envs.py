@@ -23,7 +23,8 @@ from jaxrl_async.envs.host.gymnasium import make_host_env
 from jaxrl_async.envs.host.cores import on_core
 from jaxrl_async.nets.actor_critic import reset_carry
 from jaxrl_async.trainer.training import train
-from host_envs_helpers import FAILING_ID, NESTED_ID, SCRIPTED_ID, TEXT_ID, register  # tests/host_envs_helpers.py
+from jaxrl_async.trainer.run import Run
+from host_envs_helpers import FAILING_ID, NESTED_ID, SCRIPTED_ID, TEXT_ID, ScriptedEnv, register  # tests/host_envs_helpers.py
 
 register()
 SCRIPTED = "gymnasium:" + SCRIPTED_ID
@@ -370,6 +371,22 @@ def test_resume_continues_the_learner_and_counters_with_fresh_episodes(tmp_path)
     # (episode statistics restart), so the run differs from one that never stopped
     whole = train(_cfg(tmp_path, "w"), console=False)
     assert whole.summary["params_digest"] != resumed.summary["params_digest"]
+
+
+def test_an_error_between_the_compile_and_the_loop_still_closes_the_actors_envs(tmp_path, monkeypatch):
+    """The actor's envs are open from the compile on: an error before its loop starts (here in
+    the evaluation's hand-off, `Run.loop_compiled`) closes them too, as an error in the loop does."""
+    made, closed = [], []
+    monkeypatch.setattr(ScriptedEnv, "__init__", lambda self: made.append(self), raising=False)
+    monkeypatch.setattr(ScriptedEnv, "close", lambda self: closed.append(self), raising=False)
+
+    def fail(self, state):
+        raise RuntimeError("failed after the compile")
+
+    monkeypatch.setattr(Run, "loop_compiled", fail)
+    with pytest.raises(RuntimeError, match="failed after the compile"):
+        train(_cfg(tmp_path, "fails_after_compile"), console=False)
+    assert len(made) > 2 and sorted(map(id, closed)) == sorted(map(id, made))  # the actor's 2, and the spec's
 
 
 def test_an_env_failing_mid_run_stops_it_as_a_failed_rollout(tmp_path):

@@ -267,77 +267,79 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
     behaviour = behaviour_hook(c, state)
     with run.compiling(TRAINING_LOOP), collector_paused():
         actor, learn = compile_pipeline(c, run.placement, state, start)
-    run.loop_compiled(state)  # the evaluation compiles on copies: the first call gives the state away
-    compile_s = time.perf_counter() - compile_start
+    with actor_closed(actor):  # its envs and threads are open from the compile on, however the run ends
+        run.loop_compiled(state)  # the evaluation compiles on copies: the first call gives the state away
+        compile_s = time.perf_counter() - compile_start
 
-    sync_at = set(run.schedule.remaining(start))
-    interval = cfg.sync_interval
-    store = _param_store(state, start, saved, lag, interval)
-    published = 0
-    learner, rollout_state = state.learner, state.rollout
-    accounting = PipelineAccounting(start, cfg.num_updates, cfg.num_seeds * cfg.batch_size)
-    in_flight = None  # the update whose outputs come to the host next: (index, outputs, timings)
+        sync_at = set(run.schedule.remaining(start))
+        interval = cfg.sync_interval
+        store = _param_store(state, start, saved, lag, interval)
+        published = 0
+        learner, rollout_state = state.learner, state.rollout
+        accounting = PipelineAccounting(start, cfg.num_updates, cfg.num_seeds * cfg.batch_size)
+        in_flight = None  # the update whose outputs come to the host next: (index, outputs, timings)
 
-    def fetch(update) -> Any:
-        """Bring an update's outputs to the host and count them; its `params_finite`."""
-        index, outputs, timings = update
-        fetch_start = time.perf_counter()
-        metrics, update_finite, params_finite = jax.device_get(outputs)
-        timings["update_s"] += time.perf_counter() - fetch_start
-        accounting.add(index, metrics, update_finite, timings)
-        return params_finite
+        def fetch(update) -> Any:
+            """Bring an update's outputs to the host and count them; its `params_finite`."""
+            index, outputs, timings = update
+            fetch_start = time.perf_counter()
+            metrics, update_finite, params_finite = jax.device_get(outputs)
+            timings["update_s"] += time.perf_counter() - fetch_start
+            accounting.add(index, metrics, update_finite, timings)
+            return params_finite
 
-    with actor_closed(actor), RolloutWorker(actor.collect, rollout_state, store, lag=lag,
-                                            num_rollouts=cfg.num_updates - start, buffer_size=cfg.buffer_size,
-                                            first_index=start, timings=actor.timings, sync_interval=interval,
-                                            behaviour=behaviour) as worker:
-        for k in range(start, cfg.num_updates):
-            accounting.start_iteration(k, run.host_s)
-            wait_start = time.perf_counter()
-            try:
-                item = worker.get()
-            except Exception as error:  # a ValueError from an env is no bad flag: the CLI's exit 1, with the traceback
-                raise RolloutFailed(f"a rollout failed in the actor thread: {type(error).__name__}: {error}") from error
-            learner_wait_s = time.perf_counter() - wait_start
-            update_start = time.perf_counter()
-            # only the metrics come to the host: the learner state stays on the device
-            learner, *outputs = learn(learner, item.trajectory)
-            rollout_state, done = item.rollout_state, k + 1
-            if done % interval == 0:
-                # a fixed lag's actor waits for this version anyway: hand it over before it is
-                # computed, so the actor's next rollout is queued on the device behind this update
-                store.publish(learner.params, version=done, wait=lag is Lag.LATEST)
-                published += 1
-            # update_s: the learner's time dispatching the update and, below, waiting for its outputs
-            update = (k, outputs, {
-                "policy_lag": k - item.version, "learner_wait_s": learner_wait_s,
-                "actor_wait_s": item.actor_wait_s, "rollout_s": item.rollout_s, "rollout_start": item.rollout_start,
-                "update_s": time.perf_counter() - update_start,
-                **{f: item.timings.get(f, 0.0) for f in HOST_TIMING_FIELDS}})
-            # the previous update's outputs come to the host now that this one is queued behind it:
-            # the learner's host work (and the actor's hand-over) overlaps the device's, which on
-            # an accelerator runs both programs in turn and would otherwise idle between them
-            if in_flight is not None:
-                fetch(in_flight)
-            in_flight = update
-            if done not in sync_at:
-                continue
-            params_finite, in_flight = fetch(in_flight), None
-            # the next rollout may be collected with an older version (lag 1, or a sync interval):
-            # keep it for an exact resume
-            older = None if lag is Lag.LATEST else older_version_needed(lag, done, interval)
-            with worker.held():  # the actor's rollout in flight ends first: a sync's time is not collecting time
-                stop = run.sync(accounting.window(done, params_finite),
-                                TrainState(learner=learner, rollout=actor.to_learner(rollout_state)),
-                                counters={"params_version": store.version},
-                                extra_state=None if older is None else
-                                {"behaviour_params": serialization.to_state_dict(store.get(older))})
+        with RolloutWorker(actor.collect, rollout_state, store, lag=lag, num_rollouts=cfg.num_updates - start,
+                           buffer_size=cfg.buffer_size, first_index=start, timings=actor.timings,
+                           sync_interval=interval, behaviour=behaviour) as worker:
+            for k in range(start, cfg.num_updates):
+                accounting.start_iteration(k, run.host_s)
+                wait_start = time.perf_counter()
+                try:
+                    item = worker.get()
+                except Exception as error:  # a ValueError from an env is no bad flag: the CLI's exit 1, with
+                    # the traceback
+                    raise RolloutFailed(f"a rollout failed in the actor thread: {type(error).__name__}: "
+                                        f"{error}") from error
+                learner_wait_s = time.perf_counter() - wait_start
+                update_start = time.perf_counter()
+                # only the metrics come to the host: the learner state stays on the device
+                learner, *outputs = learn(learner, item.trajectory)
+                rollout_state, done = item.rollout_state, k + 1
+                if done % interval == 0:
+                    # a fixed lag's actor waits for this version anyway: hand it over before it is
+                    # computed, so the actor's next rollout is queued on the device behind this update
+                    store.publish(learner.params, version=done, wait=lag is Lag.LATEST)
+                    published += 1
+                # update_s: the learner's time dispatching the update and, below, waiting for its outputs
+                update = (k, outputs, {
+                    "policy_lag": k - item.version, "learner_wait_s": learner_wait_s,
+                    "actor_wait_s": item.actor_wait_s, "rollout_s": item.rollout_s, "rollout_start": item.rollout_start,
+                    "update_s": time.perf_counter() - update_start,
+                    **{f: item.timings.get(f, 0.0) for f in HOST_TIMING_FIELDS}})
+                # the previous update's outputs come to the host now that this one is queued behind it:
+                # the learner's host work (and the actor's hand-over) overlaps the device's, which on
+                # an accelerator runs both programs in turn and would otherwise idle between them
+                if in_flight is not None:
+                    fetch(in_flight)
+                in_flight = update
+                if done not in sync_at:
+                    continue
+                params_finite, in_flight = fetch(in_flight), None
+                # the next rollout may be collected with an older version (lag 1, or a sync interval):
+                # keep it for an exact resume
+                older = None if lag is Lag.LATEST else older_version_needed(lag, done, interval)
+                with worker.held():  # the actor's rollout in flight ends first: a sync's time is not collecting time
+                    stop = run.sync(accounting.window(done, params_finite),
+                                    TrainState(learner=learner, rollout=actor.to_learner(rollout_state)),
+                                    counters={"params_version": store.version},
+                                    extra_state=None if older is None else
+                                    {"behaviour_params": serialization.to_state_dict(store.get(older))})
+                    if stop:
+                        worker.stop()  # before the hold ends, so that the actor starts nothing more
                 if stop:
-                    worker.stop()  # before the hold ends, so that the actor starts nothing more
-            if stop:
-                break
-        if in_flight is not None:  # the schedule syncs at its last update; counted all the same
-            fetch(in_flight)
+                    break
+            if in_flight is not None:  # the schedule syncs at its last update; counted all the same
+                fetch(in_flight)
     return TrainState(learner=learner, rollout=actor.to_learner(rollout_state)), {
         "compile_s": compile_s, "updates_done": done, "lag": cfg.lag, "params_version": store.version,
         "sync_interval": interval, "params_published": published,
