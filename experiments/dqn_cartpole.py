@@ -16,7 +16,8 @@ replay (`--priority-exponent 0.6`, `--priority-weight-exponent 0.4` annealed to 
 al. 2016's values, nothing else changed), alternated uniform, PER, uniform, PER, ... for
 `--rounds` rounds (the same seeds each round, so the returns repeat and the rounds time the
 two side by side), into `<run_dir>/<replay>-<round>/`; it prints each run's row and the
-median steps/s ratio PER / uniform.
+median steps/s ratio PER / uniform. The rounds run in one process, so only round 1 compiles: from
+round 2 on a run reuses its programs, and its "compile s" is the fraction of a second that takes.
 """
 
 from __future__ import annotations
