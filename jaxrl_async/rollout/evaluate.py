@@ -256,9 +256,18 @@ def _action(dist, key: jax.Array, greedy) -> Any:
 EVALUATION_CPU_OPTIONS = {"xla_backend_optimization_level": 1}
 
 
+def jit_evaluation(fn: Callable, **jit_kwargs) -> Callable:
+    """`jax.jit` for a program that runs a few times a run, an evaluation or a video's recording
+    (the recording then takes the evaluation's first episode's steps): on the CPU with
+    `EVALUATION_CPU_OPTIONS`."""
+    if jax.default_backend() == "cpu":
+        jit_kwargs = {"compiler_options": EVALUATION_CPU_OPTIONS, **jit_kwargs}
+    return jax.jit(fn, **jit_kwargs)
+
+
 class DeviceEvaluator:
     """`make_evaluator`'s function behind the evaluators' one interface: a JAX function, so a
-    program around it is jitted (`stage`; on the CPU with `EVALUATION_CPU_OPTIONS`)."""
+    program around it is jitted (`stage`: `jit_evaluation`)."""
 
     def __init__(self, evaluate: Callable[..., EvalResult]):
         self._evaluate = evaluate
@@ -268,9 +277,7 @@ class DeviceEvaluator:
 
     @staticmethod
     def stage(fn: Callable, **jit_kwargs) -> Callable:
-        if jax.default_backend() == "cpu":
-            jit_kwargs = {"compiler_options": EVALUATION_CPU_OPTIONS, **jit_kwargs}
-        return jax.jit(fn, **jit_kwargs)
+        return jit_evaluation(fn, **jit_kwargs)
 
     def close(self) -> None:
         pass

@@ -41,6 +41,7 @@ import numpy as np
 
 from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.envs.render import CannotRender, Renderer, headless_gl, renderer_for
+from jaxrl_async.rollout.evaluate import jit_evaluation
 from jaxrl_async.trainer import distributed
 from jaxrl_async.trainer.run import EVAL_STREAM
 from jaxrl_async.trainer.schedule import Schedule
@@ -241,8 +242,8 @@ def episode_video(c: Any) -> Callable[[Any, Any, jax.Array, str], dict]:
     axis. Raises CannotRender at once where the env cannot render."""
     record = c.rollout.recorder(c.cfg.eval_episodes, c.cfg.video_max_frames)
     renderer = renderer_for(c.env, c.env_params)
-    program = jax.jit(lambda params, obs_stats, key: record(_first_seed(params), _first_seed(obs_stats), key,
-                                                            renderer.select))
+    program = jit_evaluation(lambda params, obs_stats, key: record(_first_seed(params), _first_seed(obs_stats), key,
+                                                                   renderer.select))
 
     def write(params: Any, obs_stats: Any, key: jax.Array, path: str) -> dict:
         recording = jax.device_get(program(params, obs_stats, key))
@@ -295,7 +296,7 @@ class Videos:
                 _say(f"video: cannot render: {reason or 'another process cannot'}; the run goes on without videos")
             return None
         program = c.program(("recording", cfg.eval_episodes, cfg.video_max_frames),
-                            lambda: jax.jit(functools.partial(_record_first_seed, record, renderer.select)))
+                            lambda: jit_evaluation(functools.partial(_record_first_seed, record, renderer.select)))
         return cls(cfg, Schedule.from_config(cfg), program, VideoWriter(renderer) if writer else None, console)
 
     def due(self, updates: int) -> bool:
