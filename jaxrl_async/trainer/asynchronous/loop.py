@@ -296,8 +296,7 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
                 wait_start = time.perf_counter()
                 try:
                     item = worker.get()
-                except Exception as error:  # a ValueError from an env is no bad flag: the CLI's exit 1, with
-                    # the traceback
+                except Exception as error:  # an env's ValueError is no bad flag: exit 1 with the traceback
                     raise RolloutFailed(f"a rollout failed in the actor thread: {type(error).__name__}: "
                                         f"{error}") from error
                 learner_wait_s = time.perf_counter() - wait_start
