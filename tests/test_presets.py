@@ -76,6 +76,22 @@ def test_train_says_in_one_line_when_an_env_has_no_preset(flags, says):
     assert (note == presets.missing_preset_note("brax:reacher")) if says else note is None
 
 
+@pytest.mark.parametrize("flags, says", [
+    (["--lag", "latest"], "--lag is"), (["--buffer-size", "2", "--lag", "0"], "--lag and --buffer-size are"),
+    (["--mode", "async", "--lag", "latest"], None), ([], None),
+    (["--env", "gymnasium:CartPole-v1", "--lag", "latest"], None),  # a host env: the async mode
+])
+def test_a_fused_run_given_the_async_modes_flags_says_it_ignores_them(flags, says):
+    from jaxrl_async.cli.main import _async_only_note, _given_train_flags, _train_command_from
+
+    given = _given_train_flags(["--env", "CartPole-v1", *flags])[0]
+    note = _async_only_note(given, _train_command_from(given, wants_help=False).config)
+    if says is None:
+        assert note is None
+    else:
+        assert note.startswith(f"note: {says} for the async mode's actor; this run is --mode fused")
+
+
 @pytest.mark.parametrize("flags, backend, says", [
     (["--env", "brax:ant"], "cpu", True), (["--env", "brax:ant"], "gpu", False),
     (["--env", "brax:ant", "--num-envs", "128"], "cpu", False),

@@ -172,6 +172,19 @@ def _cpu_note(given: dict, config: TrainConfig, backend: str) -> str | None:
     return presets.cpu_note(config, set(given.get("config", {})))
 
 
+def _async_only_note(given: dict, config: TrainConfig) -> str | None:
+    """The line that says a fused run ignores the async mode's --lag and --buffer-size, where they
+    were given; None otherwise. They are not refused: an async run resumed in the fused mode keeps
+    them in its config."""
+    given_names = [name for name in ("lag", "buffer_size") if name in given.get("config", {})]
+    if config.mode != "fused" or not given_names:
+        return None
+    flags = " and ".join("--" + name.replace("_", "-") for name in given_names)
+    verb = "is" if len(given_names) == 1 else "are"
+    return (f"note: {flags} {verb} for the async mode's actor; this run is --mode fused, which acts with the newest "
+            "params and holds no rollout ready, so it ignores them (--mode async to use them)")
+
+
 def _missing_preset_note(given: dict) -> str | None:
     """The line that says a new run's env has no preset (`presets.missing_preset_note`), where the
     preset was left to `auto`; None for a resumed run, a preset asked for, or an env that has one."""
@@ -269,7 +282,8 @@ def train_command(args: list[str], cpu_runtime: bool = False) -> int:
     except ValueError as error:
         return _fail(TRAIN, error, given.get("debug", False))
     config = command.config
-    for note in (_missing_preset_note(given), None if command.resume is not None else config.replay_note()):
+    for note in (_missing_preset_note(given), None if command.resume is not None else config.replay_note(),
+                 _async_only_note(given, config)):
         if note:
             print(note, file=sys.stderr, flush=True)
     _start_jax(cpu_runtime)  # JAX starts only once the flags are valid
