@@ -37,6 +37,15 @@ def test_spaces_map_to_gymnax_spaces():
     assert spec.max_episode_steps == 4
 
 
+def test_the_spec_takes_the_time_limit_the_env_kwargs_give():
+    """The evaluator plays episodes up to the spec's limit: the one the envs run with."""
+    spec = make_host_env(SCRIPTED, max_episode_steps=6)
+    assert spec.max_episode_steps == 6
+    envs = spec.make_vec(1)
+    envs.reset([1])  # an odd seed's episode runs on until the time limit
+    assert [bool(envs.step(np.array([0])).truncated[0]) for _ in range(6)] == [False] * 5 + [True]
+
+
 def test_vector_env_keeps_terminations_truncations_and_the_pre_reset_obs_apart():
     """env 0 (seed 0) terminates at t=3, env 1 (seed 1) is truncated at t=4; the step that ends an
     episode returns the reset obs and the final one apart, and the next step is a real one (no

@@ -127,6 +127,9 @@ def make_host_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
     try:
         observation_space = to_gymnax_space(probe.observation_space, f"env={env_id!r}: its observation")
         action_space = to_gymnax_space(probe.action_space, f"env={env_id!r}: its action")
+        # the made env's limit: `--env-kwargs max_episode_steps=N` sets it over the registry's, and
+        # the evaluator plays episodes up to it
+        max_episode_steps = probe.spec.max_episode_steps if probe.spec is not None else spec.max_episode_steps
     finally:
         probe.close()
 
@@ -134,4 +137,4 @@ def make_host_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
         envs = [gym.make(name, disable_env_checker=True, **env_kwargs) for _ in range(num_envs)]
         return GymnasiumVecEnv(envs, observation_space, action_space)
 
-    return HostEnvSpec(env_id, observation_space, action_space, spec.max_episode_steps, make_vec)
+    return HostEnvSpec(env_id, observation_space, action_space, max_episode_steps, make_vec)
