@@ -10,7 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from flax import serialization
+
 from jaxrl_async.algorithms.replay import buffer as replay
+from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.trainer.asynchronous.loop import behaviour_hook
 from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.rollout.host import env_seeds
@@ -132,3 +135,24 @@ def test_sac_on_gymnasium_pendulum_runs(tiny_config):
     summary = train(cfg, console=False).summary
     assert summary["gradient_steps"] == 2 * (12 - 3) and summary["policy_lag_max"] == 1
     assert np.isfinite(summary["final_eval_return_mean"]) and summary["final_eval_return_mean"] < 0
+
+
+def test_a_host_run_resumed_with_its_buffer_ends_the_saved_episodes_there(scripted_dqn):
+    """Host envs restart their episodes on a resume (their state is not checkpointed): the
+    restored buffer's newest row of each env ends its episode (`replay.cut_episodes`), so no
+    n-step window runs on into the next episode's rows; every other cell is restored as saved."""
+    cfg, result = scripted_dqn
+    c = build(cfg.with_fields(checkpoint_replay=True))
+    learner, extra = c.algo.host.for_checkpoint(result.state.learner)
+    saved = {"state": serialization.to_state_dict(result.state.replace(learner=learner)), "extra": extra,
+             "config": {"env": cfg.env}}
+    restored, _, note = c.algo.host.restore(initial_states(c), saved, ckpt.restore_state)
+    assert note is None
+    before = jax.tree.map(lambda x: np.asarray(x[0]), result.state.learner.extra.buffer.storage)
+    after = jax.tree.map(lambda x: np.array(x[0]), restored.learner.extra.buffer.storage)
+    newest = int(result.state.learner.extra.buffer.position[0]) - 1
+    assert not (before["terminated"] | before["truncated"])[newest].all()  # some envs were mid-episode
+    np.testing.assert_array_equal(after["truncated"][newest], ~before["terminated"][newest])
+    after["truncated"][newest] = before["truncated"][newest]
+    jax.tree.map(np.testing.assert_array_equal, after, before)
+

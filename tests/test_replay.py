@@ -126,6 +126,28 @@ def test_sampled_targets_match_a_numpy_loop_over_episode_ends(n_step):
     assert num_checked == 5 * 256
 
 
+def test_cut_episodes_stops_n_step_windows_where_a_resumed_run_restarts_its_envs():
+    """Rows 0-2 before a resume (mid-episode), rows 3-5 after, another episode. Cut, a window from
+    row 1 holds rows 1 and 2 and bootstraps from row 2's next_obs, the observation the run stopped
+    at; uncut, it ran into row 3. Env 1's newest row terminated: it stays terminated only."""
+    terminated = np.zeros((3, 2), bool)
+    terminated[2, 1] = True
+    before = transitions(3, 2, terminated=terminated)
+    buffer = replay.add(empty(8, 2), before)
+    assert not np.asarray(replay.cut_episodes(empty(8, 2)).storage["truncated"]).any()  # nothing written
+    cut = replay.cut_episodes(buffer)
+    np.testing.assert_array_equal(cut.storage["truncated"][:3], [[False, False], [False, False], [True, False]])
+    for kept, uncut in ((cut, False), (buffer, True)):
+        full = replay.add(kept, transitions(3, 2, start=3))
+        batch = replay.sample(full, jax.random.PRNGKey(0), batch_size=256, n_step=3, gamma=1.0)
+        at = np.flatnonzero((np.asarray(batch["obs"][:, 0]) == 100.0))  # the draws of row 1, env 0
+        assert at.size > 0
+        returns, bootstrap = np.asarray(batch["n_step_return"])[at], np.asarray(batch["bootstrap_obs"][at, 0])
+        expected = (1 + 2 + 3, 300.5) if uncut else (1 + 2, 200.5)
+        np.testing.assert_allclose(returns, expected[0])
+        np.testing.assert_array_equal(bootstrap, expected[1])
+
+
 # -- sampling ----------------------------------------------------------------------
 def test_sampling_is_uniform_over_the_transitions_written():
     """Draws over a half-full ring of 6 rows x 4 envs (24 transitions): a chi-square statistic

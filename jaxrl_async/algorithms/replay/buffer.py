@@ -207,6 +207,18 @@ def transitions_of(trajectory) -> dict:
     return {f: getattr(trajectory, f) for f in TRANSITION_FIELDS}
 
 
+def cut_episodes(buffer: ReplayBuffer) -> ReplayBuffer:
+    """The newest row of each env column marked truncated (where not terminated): for a resumed
+    run whose envs start new episodes (host envs, whose state a checkpoint does not hold), the
+    next row written belongs to another episode, so an n-step window must stop before it; a
+    truncated step bootstraps from its own `next_obs`, the observation the run stopped at. One
+    buffer, no seed axis (`jax.vmap` it over seeds); an empty one is returned as it is."""
+    newest = (buffer.position - 1) % buffer.capacity_rows
+    truncated, terminated = buffer.storage["truncated"], buffer.storage["terminated"]
+    cut = (truncated[newest] | ~terminated[newest]) & (buffer.size > 0)
+    return buffer.replace(storage={**buffer.storage, "truncated": truncated.at[newest].set(truncated[newest] | cut)})
+
+
 # -- checkpoints without the buffer ------------------------------------------
 def _is_buffer(x) -> bool:
     return isinstance(x, ReplayBuffer)

@@ -25,6 +25,7 @@ from flax import struct
 from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.algorithms.replay import priority
 from jaxrl_async.algorithms.sgd import annealed_learning_rate
+from jaxrl_async.config import host_env_kind
 from jaxrl_async.envs.spaces import zeros_observation
 from jaxrl_async.types import HostHooks, LearnerState, TrainState, Trajectory
 
@@ -154,7 +155,12 @@ def host_hooks(replay_cfg) -> HostHooks:
     def restore(template: TrainState, saved: dict, restore_state: Callable) -> tuple[TrainState, dict, str | None]:
         state_dict = _flat_layout(saved["state"])
         if saved["extra"].get(REPLAY_SAVED, True):
-            return restore_state(template, state_dict), {}, None
+            restored = restore_state(template, state_dict)
+            if host_env_kind(saved["config"]["env"]):  # its envs start new episodes: the saved ones end here
+                extra = restored.learner.extra
+                restored = restored.replace(learner=restored.learner.replace(
+                    extra=extra.replace(buffer=jax.vmap(replay.cut_episodes)(extra.buffer))))
+            return restored, {}, None
         restored = restore_state(template.replace(learner=_without_buffer(template.learner)), state_dict)
         learner = restored.learner.replace(extra=replay.graft(restored.learner.extra, template.learner.extra))
         note = (f"the checkpoint holds no replay buffer (saved without --checkpoint-replay); the buffer refills "
