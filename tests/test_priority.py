@@ -141,6 +141,19 @@ def test_updates_land_on_the_sampled_cells_and_raise_the_max():
     np.testing.assert_allclose(after_priorities[1:5], expected[1:5], rtol=1e-6)
 
 
+def test_a_cell_drawn_twice_takes_the_larger_of_its_priorities_whatever_their_order():
+    """SAC's and TD3's targets differ between two draws of one cell; a scatter's choice between
+    two writes is the backend's, the larger of the two is not. The cell's old priority is replaced."""
+    buffer = ring(8, 3, 5)
+    for td_abs in ([3.0, 0.5], [0.5, 3.0]):
+        updated = replay.update_priorities(buffer, jnp.array([2, 2]), jnp.array([1, 1]), jnp.array(td_abs),
+                                           exponent=ALPHA, epsilon=EPSILON)
+        np.testing.assert_allclose(updated.priorities[2, 1], (3.0 + EPSILON) ** ALPHA, rtol=1e-6)
+    lowered = replay.update_priorities(buffer, jnp.array([2, 2]), jnp.array([1, 1]), jnp.array([0.01, 0.02]),
+                                       exponent=ALPHA, epsilon=EPSILON)  # below its old priority, 1
+    np.testing.assert_allclose(lowered.priorities[2, 1], (0.02 + EPSILON) ** ALPHA, rtol=1e-6)
+
+
 def test_alpha_zero_rings_hold_no_priorities_and_draw_as_the_uniform_sampler():
     buffer = ring(12, 4, 6, prioritised=False)
     assert buffer.priorities is None and buffer.max_priority is None

@@ -196,9 +196,12 @@ def sample(buffer: ReplayBuffer, key: jax.Array, *, batch_size: int, n_step: int
 def update_priorities(buffer: ReplayBuffer, rows: jax.Array, envs: jax.Array, td_abs: jax.Array, *,
                       exponent: float, epsilon: float) -> ReplayBuffer:
     """The sampled cells' priorities set to (|TD error| + epsilon)^alpha, and the largest seen
-    raised to match; rows, envs, td_abs `[N]` (a cell drawn twice gets the same value twice)."""
+    raised to match; rows, envs, td_abs `[N]`. A cell drawn twice takes the larger of its values:
+    DQN's two are equal, but SAC's and TD3's targets draw their own next actions, and which of two
+    writes to one cell a scatter keeps is up to the backend (a GPU's may differ run to run)."""
     new = priority.from_td_error(td_abs, exponent, epsilon)
-    return buffer.replace(priorities=buffer.priorities.at[rows, envs].set(new),
+    cleared = buffer.priorities.at[rows, envs].set(0.0)  # every value written here is the same
+    return buffer.replace(priorities=cleared.at[rows, envs].max(new),
                           max_priority=jnp.maximum(buffer.max_priority, jnp.max(new)))
 
 
