@@ -43,16 +43,18 @@ def test_actor_device_cpu_needs_a_device_the_learner_leaves_free(two_device_resu
     assert "--devices 1" in two_device_results["error"]
 
 
-def _cfg(tmp_path, name, **overrides):
+def _cfg(tmp_path, name, core="none", **overrides):
     return TrainConfig(env="gymnasium:CartPole-v1", mode="async", num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4,
                        eval_episodes=2, iterations_per_call=2, run_dir=str(tmp_path / name),
-                       network=NetworkConfig(hidden_sizes=(16,)),
+                       network=NetworkConfig(hidden_sizes=(16,), core=core, core_size=8),
                        learner=LearnerConfig(update_epochs=1, num_minibatches=2), **overrides)
 
 
-@pytest.mark.parametrize("lag", ["0", "1"])
-def test_two_host_actors_are_deterministic(tmp_path, lag):
-    a = train(_cfg(tmp_path, "a", num_actors=2, lag=lag), console=False)
-    b = train(_cfg(tmp_path, "b", num_actors=2, lag=lag), console=False)
+@pytest.mark.parametrize("lag, core", [("0", "none"), ("1", "gru")])
+def test_two_host_actors_are_deterministic(tmp_path, lag, core):
+    """With a recurrent core too: the actors' fragments are joined along the envs, their initial
+    carries (`[B, H]` where the other fields are `[T, B, ...]`) likewise."""
+    a = train(_cfg(tmp_path, "a", core, num_actors=2, lag=lag), console=False)
+    b = train(_cfg(tmp_path, "b", core, num_actors=2, lag=lag), console=False)
     assert a.summary["params_digest"] == b.summary["params_digest"]
     assert a.summary["env_steps"] == 4 * 8 * 4

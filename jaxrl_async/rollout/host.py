@@ -419,6 +419,11 @@ class HostActor:
             envs.close()
 
 
+def _joined(axis: int) -> Callable[..., np.ndarray]:
+    """Leaves of the actors' parts joined along `axis`, their env axis."""
+    return lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=axis)
+
+
 class HostActors:
     """The async mode's actor over host envs: `num_actors` `HostActor`s, each stepping
     `num_envs / num_actors` envs in a thread of its own (one steps in the caller's thread); their
@@ -461,14 +466,15 @@ class HostActors:
         futures = [self._pool.submit(a.collect, params, s) for a, s in zip(self._actors[1:], states[1:])]
         results = [self._actors[0].collect(params, states[0])] + [f.result() for f in futures]
         tick = time.perf_counter()
-        trajectory = jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=2),
-                                  *[traj for _, traj in results])
+        # along the envs: axis 2 of the `[S, T, B, ...]` fields, axis 1 of the initial carry's `[S, B, ...]`
+        parts = [traj for _, traj in results]
+        trajectory = jax.tree.map(_joined(2), *[traj.replace(initial_carry=()) for traj in parts]).replace(
+            initial_carry=jax.tree.map(_joined(1), *[traj.initial_carry for traj in parts]))
         trajectory = jax.block_until_ready(jax.device_put(trajectory, self._out))
         join_s = time.perf_counter() - tick
-        join = lambda *xs: np.concatenate([np.asarray(x) for x in xs], axis=1)  # noqa: E731
-        parts = [s for s, _ in results]
-        new_state = parts[0].replace(**{name: jax.tree.map(join, *[getattr(p, name) for p in parts])
-                                        for name in ("env_state", "obs", "carry", "reset", "noise")})
+        states = [s for s, _ in results]
+        new_state = states[0].replace(**{name: jax.tree.map(_joined(1), *[getattr(p, name) for p in states])
+                                         for name in ("env_state", "obs", "carry", "reset", "noise")})
         self._last_join_s = join_s
         return jax.device_put(new_state, self._device), trajectory
 
