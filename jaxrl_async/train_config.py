@@ -29,6 +29,8 @@ class LearnerSpec:
         own options are refused); "" where it acts with the actor-critic.
       whole_sequences: its minibatches are whole env sequences, not transitions.
       resume_fixed: fields of its section that shape its checkpointed state.
+      hparams_read: the per-seed hyperparameters (`LearnerHyperparams`' fields) its update reads:
+        what a sweep (`sweep_hparams`) may vary for it.
     """
 
     name: str
@@ -38,6 +40,7 @@ class LearnerSpec:
     own_networks: str = ""
     whole_sequences: bool = False
     resume_fixed: tuple[str, ...] = ()
+    hparams_read: tuple[str, ...] = ("learning_rate",)
 
 
 # What a resumed run must keep: these fields shape the checkpointed state or give it its meaning (and

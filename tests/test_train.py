@@ -20,7 +20,7 @@ from jaxrl_async.algorithms import sweep_hparams
 from jaxrl_async.config import ReplayConfig
 from jaxrl_async.core.programs import over_seeds, seed_keys, warm_up
 from jaxrl_async import TrainConfig
-from jaxrl_async.trainer.build import build, forget_builds, init_state, initial_states, run_iterations
+from jaxrl_async.trainer.build import build, check_sweep, forget_builds, init_state, initial_states, run_iterations
 from jaxrl_async.trainer.compile_thread import CompileThread
 from jaxrl_async.trainer.fused import train_fused
 from jaxrl_async.trainer.run import Run, check_finite, evaluation_program
@@ -188,6 +188,24 @@ def test_sweep_of_the_wrong_size_is_a_clear_error(base_config):
     with pytest.raises(ValueError, match="hparams must be a LearnerHyperparams"):
         train(dataclasses.replace(base_config, num_seeds=2, run_dir=None), console=False,
               hparams={"learning_rate": np.ones(2)})
+
+
+@pytest.mark.parametrize("algo, field, reads", [
+    ("a2c", "clip_eps", "learning_rate, ent_coef, vf_coef"), ("dqn", "ent_coef", "learning_rate"),
+    ("ppo", "clip_eps", None),
+])
+def test_a_sweep_over_a_field_the_learner_does_not_read_is_refused(base_config, algo, field, reads):
+    """A2C has no clip range, DQN no entropy bonus: a sweep over them would train every point alike."""
+    cfg = dataclasses.replace(base_config, algo=algo, num_seeds=2, run_dir=None)
+    hparams, _ = sweep_hparams(cfg.learner, 1, **{field: [0.1, 0.3]})
+    if reads is None:
+        check_sweep(build(cfg), hparams)
+        return
+    with pytest.raises(ValueError, match=rf"hparams.{field} varies over the seeds \(\[0.1.*, 0.3.*\]\), but "
+                                         rf"algo='{algo}' does not read {field}: .* sweep {reads}$"):
+        check_sweep(build(cfg), hparams)
+    same, _ = sweep_hparams(cfg.learner, 2, learning_rate=[1e-3])  # the field at the config's value: fine
+    check_sweep(build(cfg), same)
 
 
 def test_a_mode_misspelt_from_python_is_refused(base_config):

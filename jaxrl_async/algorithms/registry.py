@@ -19,12 +19,13 @@ from jaxrl_async.algorithms.td3_config import TD3Config
 from jaxrl_async.train_config import LearnerSpec, train_config_class
 
 DISCRETE, BOX = ("Discrete",), ("Box",)
+_POLICY_GRADIENT = ("learning_rate", "ent_coef", "vf_coef")  # the loss's weights; no clip range
 
 LEARNERS: dict[str, LearnerSpec] = {spec.name: spec for spec in (
-    LearnerSpec("ppo"),
-    LearnerSpec("a2c"),
-    LearnerSpec("reinforce"),
-    LearnerSpec("impala", whole_sequences=True),
+    LearnerSpec("ppo", hparams_read=("learning_rate", "ent_coef", "vf_coef", "clip_eps")),
+    LearnerSpec("a2c", hparams_read=_POLICY_GRADIENT),
+    LearnerSpec("reinforce", hparams_read=_POLICY_GRADIENT),
+    LearnerSpec("impala", whole_sequences=True, hparams_read=_POLICY_GRADIENT),
     LearnerSpec("dqn", DQNConfig, DISCRETE, replay=True, own_networks="its Q-network"),
     LearnerSpec("sac", SACConfig, BOX, replay=True,
                 own_networks="its tanh-squashed Gaussian actor and twin critics"),

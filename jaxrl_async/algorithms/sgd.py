@@ -56,7 +56,8 @@ def sweep_hparams(cfg, seeds_per_point: int, **axes: Sequence[float]) -> tuple[L
       cfg: the learner config (`TrainConfig.learner`); it gives every field not swept.
       seeds_per_point: seeds trained at each grid point.
       **axes: field name (`learning_rate`, `ent_coef`, `vf_coef`, `clip_eps`) ->
-        its values; several fields sweep their product (the first field varies slowest).
+        its values; several fields sweep their product (the first field varies slowest). Only
+        fields the learner reads (`LearnerSpec.hparams_read`) may vary: `train` refuses others.
 
     Returns:
       hparams: `LearnerHyperparams` with leading axis `[num_points * seeds_per_point]`.

@@ -25,6 +25,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from gymnax.environments import spaces
 
 from jaxrl_async import algorithms
@@ -179,10 +180,15 @@ def check_sweep(c: Components, hparams: Any) -> None:
     if jax.tree.structure(hparams) != jax.tree.structure(template):
         raise ValueError(f"hparams must be a {type(template).__name__} like the learner's own "
                          f"(see jaxrl_async.sweep_hparams), got {type(hparams).__name__}")
+    read = c.cfg.learner_spec.hparams_read
     for name, leaf in zip((f.name for f in dataclasses.fields(template)), jax.tree.leaves(hparams)):
         if jnp.shape(leaf) != (c.cfg.num_seeds,):
             raise ValueError(f"hparams.{name} has shape {jnp.shape(leaf)}; a sweep gives every seed its own "
                              f"value, so it must be [num_seeds] = ({c.cfg.num_seeds},)")
+        values = sorted(set(np.asarray(jax.device_get(leaf)).tolist()))
+        if name not in read and len(values) > 1:
+            raise ValueError(f"hparams.{name} varies over the seeds ({values}), but algo={c.cfg.algo!r} does not "
+                             f"read {name}: every point would train alike; sweep {', '.join(read)}")
 
 
 def initial_states(c: Components, hparams: Any = None) -> TrainState:
