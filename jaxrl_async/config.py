@@ -143,7 +143,7 @@ class LearnerConfig:
     learning_rate: float = 2.5e-4
     """Adam step size (the starting value when annealed)."""
     anneal_lr: bool = True
-    """Decay the learning rate linearly to zero over the run."""
+    """Decay the learning rate linearly towards zero over the run, once per update (update k of N takes 1 - k/N of it, as CleanRL's PPO does)."""
     gamma: float = 0.99
     """Discount factor."""
     reward_scale: float = 1.0
