@@ -250,8 +250,8 @@ def _action(dist, key: jax.Array, greedy) -> Any:
 
 
 # An evaluation runs a few times a run, so on the CPU its compile is most of what it costs: LLVM's
-# level 1 (XLA's default is 2) compiles it in 0.75-0.9x the CPU seconds on the suites and CartPole,
-# and runs it no slower (docs/benchmarks.md, "The evaluation at LLVM's level 1"). A continuous
+# level 1 (XLA's default is 2) compiles it in fewer CPU seconds on the suites and CartPole, and
+# runs it no slower (docs/benchmarks.md, "The evaluation at LLVM's level 1"). A continuous
 # env's returns may differ from level 2's in the last bits; the params are not touched.
 EVALUATION_CPU_OPTIONS = {"xla_backend_optimization_level": 1}
 
