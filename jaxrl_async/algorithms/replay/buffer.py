@@ -218,8 +218,8 @@ def cut_episodes(buffer: ReplayBuffer) -> ReplayBuffer:
     buffer, no seed axis (`jax.vmap` it over seeds); an empty one is returned as it is."""
     newest = (buffer.position - 1) % buffer.capacity_rows
     truncated, terminated = buffer.storage["truncated"], buffer.storage["terminated"]
-    cut = (truncated[newest] | ~terminated[newest]) & (buffer.size > 0)
-    return buffer.replace(storage={**buffer.storage, "truncated": truncated.at[newest].set(truncated[newest] | cut)})
+    ends = truncated[newest] | (~terminated[newest] & (buffer.size > 0))
+    return buffer.replace(storage={**buffer.storage, "truncated": truncated.at[newest].set(ends)})
 
 
 # -- checkpoints without the buffer ------------------------------------------
