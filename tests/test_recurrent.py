@@ -12,6 +12,7 @@ import pytest
 from jaxrl_async import TrainConfig, train
 from jaxrl_async.core.advantages import gae_inputs, vtrace
 from jaxrl_async.algorithms.impala import make_impala
+from jaxrl_async.algorithms.ppo import make_ppo
 from jaxrl_async.algorithms.sgd import replay, replay_batch
 from jaxrl_async.trainer.build import build, init_state
 from jaxrl_async.config import LearnerConfig, NetworkConfig
@@ -128,6 +129,26 @@ def test_replay_refuses_to_cut_a_recurrent_fragment(recurrent):
     c, _, _, trajectory = recurrent
     with pytest.raises(ValueError, match="replay_length=1"):
         replay_batch(trajectory, ("obs",), 1)
+
+
+def test_ppo_minibatches_of_whole_sequences_replay_the_behaviour_policy(recurrent):
+    """PPO's minibatches shuffle the envs' sequences, each with its own initial carry: at the
+    behaviour params (a step size of 1e-20 keeps them there) every minibatch of every epoch
+    replays the actor's log-probs, so the ratio is 1: no KL, nothing clipped. The second fragment:
+    its envs' initial carries differ, so a carry shuffled apart from its sequence would show."""
+    c, state, rollout_state, _ = recurrent
+    # params 3x the initial ones: a sharper policy, whose log-probs tell the carries apart
+    params = jax.tree.map(lambda x: 3.0 * x, state.learner.params)
+    collect = jax.jit(c.rollout.collect)
+    _, trajectory = collect(params, collect(params, rollout_state)[0])
+    carries = jax.tree.leaves(trajectory.initial_carry)
+    assert all(np.abs(np.diff(np.asarray(leaf), axis=0)).max() > 0.1 for leaf in carries)  # the envs' differ
+    ppo = make_ppo(LearnerConfig(update_epochs=2, num_minibatches=3, learning_rate=1e-20), c.policy, num_updates=1,
+                   batch_size=trajectory.reward.size)
+    learner = ppo.init(jax.random.PRNGKey(0)).replace(params=params)
+    _, metrics = jax.jit(ppo.update)(learner, trajectory)
+    # 0.0 here; 1.1e-6 and 1.5e-6 with the carries left in env order while their sequences were shuffled
+    assert abs(float(metrics["approx_kl"])) < 1e-9 and float(metrics["clip_fraction"]) == 0.0
 
 
 def test_impala_replays_a_recurrent_policy_exactly(recurrent):
