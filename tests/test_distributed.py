@@ -154,6 +154,7 @@ def test_a_process_id_out_of_range_is_one_line_and_rc_2(capsys, tmp_path):
     (["--num-processes", "2", "--process-id", "0"], "need --coordinator HOST:PORT"),
     (["--coordinator", "nohostport", "--num-processes", "2", "--process-id", "0"], "is not HOST:PORT"),
     (["--coordinator", "127.0.0.1:1234"], "needs --num-processes N and --process-id I"),
+    (["--coordinator", "auto", "--num-processes", "4", "--process-id", "9"], "--process-id 9 is out of range"),
 ])
 def test_incomplete_distributed_flags_are_one_line(flags, message, capsys, tmp_path):
     assert main([*TINY, "--run-dir", str(tmp_path / "run"), *flags]) == 2
@@ -167,6 +168,16 @@ def test_a_coordinator_that_never_answers_is_one_line_and_rc_2(tmp_path):
                  "--num-processes", "2", "--process-id", "1", "--coordinator-timeout", "1"], timeout=120)
     assert done.returncode == 2, done.stderr[-3000:]
     assert len(_error_lines(done.stderr)) == 1 and f"127.0.0.1:{port} did not answer within 1 s" in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_coordinator_auto_outside_a_cluster_says_what_to_give_instead(tmp_path):
+    # no SLURM / Open MPI here: JAX's "coordinator_address should be defined" said neither why nor what to do
+    done = _run([*TINY, "--run-dir", str(tmp_path / "run"), "--coordinator", "auto"], timeout=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = _error_lines(done.stderr)
+    assert len(lines) == 1 and "--coordinator auto found no cluster to join" in lines[0], done.stderr[-3000:]
+    assert "--coordinator HOST:PORT" in lines[0]
     assert not (tmp_path / "run").exists()
 
 
@@ -201,6 +212,7 @@ def test_the_launcher_stops_all_and_names_the_process_that_failed(runs):
     (["launch", "--processes", "2", "train"], "give the train command after --"),
     (["launch", "--processes", "2", "--", "eval", "x"], "launch runs the train command"),
     (["launch", "--processes", "2", "--", "train", "--process-id", "1"], "sets --coordinator"),
+    (["launch", "--processes", "2", "--", "train", "--coordinator-timeout", "5"], "drop --coordinator-timeout"),
     (["launch", "--processes", "0", "--", "train"], "--processes 0 must be >= 1"),
 ])
 def test_launch_refuses_bad_input_with_one_line(args, message, capsys):

@@ -35,7 +35,8 @@ GRACE_S = 5.0  # from SIGTERM to SIGKILL for the processes still running after o
 POLL_S = 0.05
 STOPPED = 130  # `train`'s exit code when a Ctrl-C or SIGTERM stopped it at a host sync
 SETTLE_S = 1.0  # after a failure, how long the others may take to fail on their own
-DISTRIBUTED_FLAGS = ("--coordinator", "--num-processes", "--process-id")
+# the launcher gives each process these (its own --coordinator-timeout, which it would override)
+DISTRIBUTED_FLAGS = ("--coordinator", "--num-processes", "--process-id", "--coordinator-timeout")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,5 +231,6 @@ def launch_command(args: list[str], cpu_runtime: bool = False) -> int:
         refuse(PROG, f"launch runs the train command: -- train FLAGS, got -- {' '.join(train_args[:1]) or '(nothing)'}")
     given = [arg for arg in train_args if arg.split("=")[0] in DISTRIBUTED_FLAGS]
     if given:
-        refuse(PROG, f"the launcher sets {', '.join(DISTRIBUTED_FLAGS)} itself: drop {' '.join(given)}")
+        refuse(PROG, f"the launcher sets {', '.join(DISTRIBUTED_FLAGS)} itself: drop {' '.join(given)} "
+                     "(give the wait as launch --coordinator-timeout S, before the --)")
     return launch(command, train_args)

@@ -43,12 +43,14 @@ def check_process(coordinator: str | None, num_processes: int | None, process_id
             raise ValueError("--num-processes and --process-id need --coordinator HOST:PORT (the address of "
                              "process 0), or --coordinator auto under SLURM / Open MPI")
         return
-    if coordinator == AUTO:
-        return
-    parse_address(coordinator)
-    if num_processes is None or process_id is None:
-        raise ValueError(f"--coordinator {coordinator} needs --num-processes N and --process-id I "
-                         "(0 <= I < N; process 0 serves the coordinator)")
+    if coordinator == AUTO:  # the cluster gives what is not given; what is given is checked as ever
+        if num_processes is None or process_id is None:
+            return
+    else:
+        parse_address(coordinator)
+        if num_processes is None or process_id is None:
+            raise ValueError(f"--coordinator {coordinator} needs --num-processes N and --process-id I "
+                             "(0 <= I < N; process 0 serves the coordinator)")
     if num_processes < 1:
         raise ValueError(f"--num-processes {num_processes} must be >= 1")
     if not 0 <= process_id < num_processes:
@@ -100,7 +102,13 @@ def initialize(coordinator: str | None, num_processes: int | None = None, proces
         return
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     if coordinator == AUTO:
-        jax.distributed.initialize(initialization_timeout=int(timeout_s))
+        try:
+            jax.distributed.initialize(num_processes=num_processes, process_id=process_id,
+                                       initialization_timeout=int(timeout_s))
+        except ValueError as error:  # JAX's own words say what it missed, not why
+            raise ValueError(f"--coordinator auto found no cluster to join ({error}): it reads SLURM, Open MPI "
+                             "or a TPU pod's environment; elsewhere give --coordinator HOST:PORT (process 0's "
+                             "address) with --num-processes N and --process-id I") from None
         return
     host, port = parse_address(coordinator)
     if process_id == 0:
