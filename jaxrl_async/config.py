@@ -180,10 +180,13 @@ class LearnerConfig:
         require(math.isfinite(self.reward_scale) and self.reward_scale > 0, "reward_scale", self.reward_scale,
                 "must be a finite number > 0 (1: the env's own rewards)")
         require(0.0 <= self.gae_lambda <= 1.0, "gae_lambda", self.gae_lambda, "must be in [0, 1]")
-        require(self.clip_eps > 0, "clip_eps", self.clip_eps, "must be > 0")
-        require(self.ent_coef >= 0, "ent_coef", self.ent_coef, "must be >= 0")
-        require(self.vf_coef >= 0, "vf_coef", self.vf_coef, "must be >= 0")
-        require(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "must be > 0")
+        require(self.clip_eps > 0, "clip_eps", self.clip_eps, "must be > 0 (inf: no clipping)")
+        # a coefficient of inf makes the loss inf, then NaN: refused here, not at the first update
+        require(math.isfinite(self.ent_coef) and self.ent_coef >= 0, "ent_coef", self.ent_coef,
+                "must be a finite number >= 0")
+        require(math.isfinite(self.vf_coef) and self.vf_coef >= 0, "vf_coef", self.vf_coef,
+                "must be a finite number >= 0")
+        require(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "must be > 0 (inf: no clipping)")
         require(self.clip_rho_threshold > 0, "clip_rho_threshold", self.clip_rho_threshold, "must be > 0")
         require(self.clip_pg_rho_threshold > 0, "clip_pg_rho_threshold", self.clip_pg_rho_threshold, "must be > 0")
 

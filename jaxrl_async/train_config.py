@@ -81,7 +81,7 @@ class TrainConfigBase:
     num_steps: int = 128
     """Rollout length: steps per environment per iteration."""
     seed: int = 0
-    """Base seed; seed index i uses fold_in(PRNGKey(seed), i), independent of num_seeds."""
+    """Base seed, in [0, 2**32); seed index i uses fold_in(PRNGKey(seed), i), independent of num_seeds."""
     num_seeds: int = 1
     """Independent seeds trained side by side (vmapped in one jit)."""
     mode: Literal["fused", "async"] = "fused"
@@ -151,6 +151,9 @@ class TrainConfigBase:
         require(self.num_envs >= 1, "num_envs", self.num_envs, "must be >= 1")
         require(self.num_steps >= 1, "num_steps", self.num_steps, "must be >= 1")
         require(self.num_seeds >= 1, "num_seeds", self.num_seeds, "must be >= 1")
+        # PRNGKey keeps a seed's low 32 bits (without jax_enable_x64): a larger or negative one
+        # would train as another, smaller seed does, or overflow
+        require(0 <= self.seed < 2**32, "seed", self.seed, "must be in [0, 2**32) (JAX's PRNGKey keeps 32 bits)")
         require(self.iterations_per_call in ("auto", "all")
                 or (isinstance(self.iterations_per_call, int) and self.iterations_per_call >= 1),
                 "iterations_per_call", self.iterations_per_call, "use a positive count, 'auto' or 'all'")

@@ -3,6 +3,7 @@ the learner on one, the actor (`--actor-device cpu`) on the other."""
 
 import dataclasses
 import json
+import os
 import tempfile
 
 import jax
@@ -45,6 +46,7 @@ def main():
             out["error"] = None
         except ValueError as error:
             out["error"] = str(error)
+        out["error_wrote_its_run_dir"] = os.path.exists(f"{tmp}/err")
     print("RESULT " + json.dumps(out))
 
 

@@ -41,6 +41,8 @@ def test_lag_0_on_the_actors_own_device_gives_the_default_devices_params(two_dev
 
 def test_actor_device_cpu_needs_a_device_the_learner_leaves_free(two_device_results):
     assert "--devices 1" in two_device_results["error"]
+    # refused before the run directory is made (a resumed one's config.json would be rewritten)
+    assert not two_device_results["error_wrote_its_run_dir"]
 
 
 def _cfg(tmp_path, name, core="none", **overrides):

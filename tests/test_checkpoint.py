@@ -205,7 +205,8 @@ def test_failed_rename_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="simulated crash"):
         save_state(path, scramble(template_state()), counters={"updates": 5, "env_steps": 320})
     monkeypatch.undo()
-    assert os.path.exists(path + ".tmp")  # the new content got no further than the temporary file
+    # the new content got no further than the temporary file, which the failed write removed
+    assert not os.path.exists(path + ".tmp")
     assert open(path, "rb").read() == before
     assert leaf_bytes(ckpt.restore_state(template_state(), ckpt.load(path)["state"])) == \
         leaf_bytes(template_state())

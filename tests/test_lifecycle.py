@@ -9,6 +9,7 @@ step size, a Ctrl-C) must end in one clear line and a checkpoint that still work
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import re
@@ -32,9 +33,11 @@ from jaxrl_async.cli.main import main
 from jaxrl_async.config import LearnerConfig, NetworkConfig
 from jaxrl_async import TrainConfig
 from jaxrl_async.trainer.evaluate_run import evaluate_run
-from jaxrl_async.trainer.run import TrainingDiverged
-from jaxrl_async.trainer.run_dir import load_config
+from jaxrl_async.trainer.run import Run, TrainingDiverged
+from jaxrl_async.trainer import sinks
+from jaxrl_async.trainer.run_dir import config_record, load_config, write_config
 from jaxrl_async.trainer.schedule import intervals, sync_points
+from jaxrl_async.trainer.sharding import Placement
 from jaxrl_async.trainer.training import resumed_hparams, train
 
 NUM_UPDATES = 40
@@ -165,6 +168,27 @@ def test_a_resume_after_a_crash_writes_each_metrics_line_once(runs, tmp_path):
     resumed = train(small_config(run_dir, **VARIANTS["fused"]), console=False, resume=True)
     assert resumed.summary["params_digest"] == full.summary["params_digest"]
     assert without_timings(metrics_of(run_dir)) == without_timings(metrics_of(full.run_dir))
+
+
+def test_a_resume_drops_the_summary_and_a_best_checkpoint_of_the_lost_updates(tmp_path, capsys):
+    """The updates past the checkpoint a run resumes from are lost, and so are the files they left:
+    summary.json (an earlier end, by which a reader would take the extended run for complete) and
+    best.ckpt where one of them wrote it (a policy the resumed run does not have, while its best
+    return counts from the checkpoint). A best.ckpt from before the checkpoint is the run's own."""
+    cfg = small_config(tmp_path / "run")
+    os.makedirs(ckpt.checkpoint_dir(cfg.run_dir))
+    best = os.path.join(ckpt.checkpoint_dir(cfg.run_dir), ckpt.BEST)
+    resume = {"counters": {"updates": 20}, "extra": {"best_eval_return": 9.0}, "path": "update_20"}
+    for written, kept in ((30, False), (20, True)):
+        with open(os.path.join(cfg.run_dir, "summary.json"), "w", encoding="utf-8") as f:
+            json.dump({"num_updates": 40}, f)
+        ckpt.save(best, state={"w": np.zeros(2, np.float32)}, config={}, counters={"updates": written})
+        with Run.create(cfg, None, Placement(cfg.devices, cfg.num_seeds, cfg.num_envs), resume=resume) as run:
+            assert run.best_eval_return == 9.0
+        assert os.path.exists(best) == kept, written
+        assert not os.path.exists(os.path.join(cfg.run_dir, "summary.json"))
+    out = capsys.readouterr().out
+    assert out.count("best.ckpt was written at update 30, past the checkpoint resumed (update 20)") == 1, out
 
 
 def test_resumed_lag_1_run_keeps_the_policy_lag(runs):
@@ -386,6 +410,27 @@ def test_tensorboard_writes_the_metrics_as_scalars(tmp_path):
     content = open(os.path.join(board, events[0]), "rb").read()
     for tag in (b"loss", b"eval_return_mean", b"episode_return_mean"):
         assert tag in content  # the scalar's tag is stored in the clear in the event record
+
+
+def test_a_missing_tensorboardx_fails_train_before_it_builds_anything(tmp_path, monkeypatch):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(sinks.importlib.util, "find_spec",
+                        lambda name, *args: None if name == "tensorboardX" else find_spec(name, *args))
+    cfg = small_config(tmp_path / "run", tensorboard=True, env="NoSuchEnv-v0")
+    # tensorboardX's error, not the env id's: it comes first (a tracker opened would be left empty)
+    with pytest.raises(ValueError, match=r"pip install 'jaxrl_async\[tensorboard\]'"):
+        train(cfg, console=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_infinite_config_value_reads_back_from_config_json_and_a_checkpoint(tmp_path):
+    """inf is "no clipping" for the gradient norm and PPO's ratio: JSON's null in its place made the
+    run impossible to resume or evaluate."""
+    cfg = small_config(tmp_path, learner=dict(max_grad_norm=float("inf"), clip_eps=float("inf")))
+    write_config(str(tmp_path), cfg.to_dict())
+    assert load_config(str(tmp_path)) == cfg
+    data = ckpt.encode(ckpt.content_of(state={}, config=config_record(cfg.to_dict()), counters={}))
+    assert TrainConfig.from_dict(ckpt.decode(data)["config"]) == cfg
 
 
 def test_best_checkpoint_holds_the_best_evaluation(runs):
@@ -617,7 +662,12 @@ def test_bad_resume_exits_2_with_one_line(name, damaged_run, tmp_path, capsys):
     (["--env", "CartPole-v9"], r"unknown env_id 'CartPole-v9'; did you mean 'CartPole-v1'[,?]"),
     (["--hidden-sizes", "16", "--activation", "tanh", "--env", "Brekout-MinAtar"],
      r"unknown env_id 'Brekout-MinAtar'; did you mean 'Breakout-MinAtar'"),
-], ids=["env-typo", "minatar-typo"])
+    # values the constructor takes but the env's first reset fails on, deep inside JAX
+    (["--env", "Catch-bsuite", "--env-kwargs", "rows=-3"],
+     r"env 'Catch-bsuite' does not run with env_kwargs \{'rows': -3\}: TypeError: broadcast_in_dim shape"),
+    (["--env", "Catch-bsuite", "--env-kwargs", "rows=0"],
+     r"env 'Catch-bsuite' does not run with env_kwargs \{'rows': 0\}: IndexError"),
+], ids=["env-typo", "minatar-typo", "env-kwargs-negative-rows", "env-kwargs-zero-rows"])
 def test_unknown_env_exits_2_with_one_line(flags, message, tmp_path, capsys):
     assert main(["train", *flags, "--run-dir", str(tmp_path / "run")]) == 2
     line = stderr_line(capsys)
@@ -630,6 +680,8 @@ def test_unknown_env_exits_2_with_one_line(flags, message, tmp_path, capsys):
     (["--eval-interval", "-3"], "eval_interval=-3 is invalid"),
     (["--total-timesteps", "10"], "total_timesteps=10 is invalid: must be at least one rollout"),
     (["--reward-scale", "0"], "reward_scale=0.0 is invalid: must be a finite number > 0"),
+    (["--ent-coef", "inf"], "ent_coef=inf is invalid: must be a finite number >= 0"),
+    (["--seed", str(2**32 + 5)], "seed=4294967301 is invalid: must be in [0, 2**32)"),
     (["--env", "Pendulum-v1", "--algo", "sac", "--action-dist", "tanh_gaussian"],
      "action_dist='tanh_gaussian' is invalid: algo='sac' builds its tanh-squashed Gaussian actor and twin critics "
      "from hidden_sizes: leave action_dist at 'gaussian'"),
@@ -637,7 +689,7 @@ def test_unknown_env_exits_2_with_one_line(flags, message, tmp_path, capsys):
      "host envs ('gymnasium:Pendulum-v1') take the Gaussian clipped to their Box: use --action-dist gaussian"),
     (["--algo", "dqn", "--replay-capacity", "1024", "--learning-starts", "2048"],
      "learning_starts=2048 is invalid: must be at most the 1024 transitions the buffer holds"),
-], ids=["num-envs-0", "negative-eval-interval", "budget-below-one-rollout", "reward-scale-0", "tanh-with-sac",
+], ids=["num-envs-0", "negative-eval-interval", "budget-below-one-rollout", "reward-scale-0", "ent-coef-inf", "seed-past-32-bits", "tanh-with-sac",
         "tanh-on-a-host-env", "learning-never-starts"])
 def test_invalid_config_value_exits_2_with_one_line(flags, message, tmp_path, capsys):
     # a flag parsing error: no traceback exists to show, so no --debug hint either

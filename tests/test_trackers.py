@@ -20,7 +20,7 @@ from jaxrl_async import TrainConfig, train
 from jaxrl_async.cli.main import main
 from jaxrl_async.trainer import trackers
 from jaxrl_async.trainer.run_dir import CONFIG_FILE, SUMMARY_FILE, read_json
-from jaxrl_async.trainer.sinks import METRICS_FILE
+from jaxrl_async.trainer.sinks import METRICS_FILE, JsonlSink, close_sinks, write_summary
 
 
 def _config(tiny_config, run_dir, tracker: str) -> TrainConfig:
@@ -57,6 +57,29 @@ def test_a_missing_tracker_fails_train_before_it_builds_anything(without_mlflow,
     with pytest.raises(ValueError, match=r"pip install 'jaxrl_async\[mlflow\]'"):
         train(cfg, console=False)
     assert not (tmp_path / "run").exists()
+
+
+class _Unreachable:
+    """A tracker whose server went away after the run's last metrics line."""
+
+    def write_summary(self, summary, best_checkpoint):
+        raise ConnectionError("tracking server unreachable")
+
+    def close(self):
+        raise ConnectionError("tracking server unreachable")
+
+
+def test_a_tracker_failing_at_the_end_is_told_and_the_other_sinks_close(tmp_path, capsys):
+    """The run's own files are written by then: the tracker's outage is a warning, not a failed run,
+    and the sinks after it still close (metrics.jsonl's file among them)."""
+    jsonl = JsonlSink(os.path.join(tmp_path, METRICS_FILE))
+    run_sinks = [_Unreachable(), jsonl]
+    write_summary(run_sinks, {"num_updates": 4}, None)
+    close_sinks(run_sinks)
+    assert jsonl._file.closed
+    err = capsys.readouterr().err
+    assert "warning: _Unreachable could not log the summary: ConnectionError: tracking server unreachable" in err
+    assert "warning: _Unreachable did not close: ConnectionError" in err
 
 
 def test_numeric_fields_are_what_a_tracker_plots():

@@ -3,10 +3,12 @@ ids (`suites/`) and user-registered ids, wrapped."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnax
+import jax
 from gymnax.environments import spaces
 
 from jaxrl_async.config import refused_env_kwargs
@@ -111,3 +113,43 @@ def make_env(env_id: str, **env_kwargs: Any) -> tuple[Any, Any]:
     if isinstance(env.action_space(params), spaces.Box):
         env = ClipAction(env)
     return EpisodeStatistics(env), params
+
+
+@contextlib.contextmanager
+def env_kwargs_blamed(env_id: str, env_kwargs: dict[str, Any]) -> Iterator[None]:
+    """Run the block (the build of a run on the env, its initial states); where it fails and
+    `env_kwargs` were given, find whether they are to blame, and if so raise the ValueError that
+    names them. A value the env's constructor took (`rows=-3`) may fail only where the env is first
+    used, as a JAX error deep inside the build that names neither the kwarg nor the env. The env is
+    tried alone only on that failure: a run that builds pays nothing."""
+    try:
+        yield
+    except Exception as error:
+        blame = _env_kwargs_blame(env_id, env_kwargs) if env_kwargs else None
+        if blame is None:
+            raise
+        raise blame from error
+
+
+def _env_kwargs_blame(env_id: str, env_kwargs: dict[str, Any]) -> ValueError | None:
+    """The error naming `env_kwargs` where the env built with them fails its spaces, reset or first
+    step, traced for shapes only (nothing is compiled or run); None where it does not."""
+    try:
+        env = _construct(env_id, env_kwargs)
+        params = env.default_params
+    except Exception:  # not the first use's failure: the caller's error stands
+        return None
+
+    def first_step(key):
+        env.observation_space(params)
+        _, state = env.reset(key, params)
+        return env.step(key, state, env.action_space(params).sample(key), params)
+
+    try:
+        jax.eval_shape(first_step, jax.random.PRNGKey(0))
+    except Exception as error:  # whatever the env's own code raises on the value
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        return ValueError(f"env {env_id!r} does not run with env_kwargs {env_kwargs}: {type(error).__name__}: "
+                          f"{first_line} (--env-kwargs KEY=VALUE passes keyword arguments to the env's "
+                          "constructor; check the values)")
+    return None

@@ -19,6 +19,7 @@ run on a background thread while training goes on, one write in flight at a time
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import os
@@ -76,14 +77,21 @@ def _fsync_dir(path: str) -> None:
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Temporary file, flush, fsync, rename (then fsync the directory)."""
+    """Temporary file, flush, fsync, rename (then fsync the directory). A write that fails (a full
+    disk, say) removes its temporary file, which would otherwise hold the disk's space for good: a
+    run that goes on names its next checkpoints otherwise. A process killed mid-write leaves it."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
     _fsync_dir(os.path.dirname(path) or ".")
 
 
@@ -280,6 +288,22 @@ def restore_state(target: Any, state_dict: Any, path: str = "<checkpoint>") -> A
     except (ValueError, KeyError, TypeError) as error:
         raise CheckpointError(f"checkpoint {path} does not fit this config: {error}") from None
     return restored
+
+
+def drop_best_after(run_dir: str, updates: int) -> int | None:
+    """Remove the run's best checkpoint where it was written past `updates` (the checkpoint a run
+    resumes from): its policy belongs to the updates that the crash or stop lost and the resumed
+    run trains anew, perhaps otherwise (another learning rate, a host env). Left, it would stand for
+    the run's best while the run's best return counts from the resumed checkpoint. Returns the
+    update it was written at, or None where it is kept (or there is none)."""
+    path = os.path.join(checkpoint_dir(run_dir), BEST)
+    if not os.path.isfile(path):
+        return None
+    written = int(load(path)["counters"]["updates"])
+    if written <= updates:
+        return None
+    os.remove(path)
+    return written
 
 
 def prune(run_dir: str, keep: int) -> None:

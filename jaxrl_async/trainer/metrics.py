@@ -68,19 +68,20 @@ def finalize(sums: dict[str, Any], num_iterations: int) -> dict[str, Any]:
     return out
 
 
-def to_jsonable(value):
-    """numpy scalars/arrays -> floats/lists; NaN -> None (JSON has no NaN)."""
+def to_jsonable(value, *, keep_non_finite: bool = False):
+    """numpy scalars/arrays -> floats/lists, tuples -> lists; NaN and infinities -> None (JSON has
+    neither), unless `keep_non_finite`: a config's `inf` ("no clipping") must read back as itself."""
     if isinstance(value, dict):
-        return {k: to_jsonable(v) for k, v in value.items()}
+        return {k: to_jsonable(v, keep_non_finite=keep_non_finite) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
+        return [to_jsonable(v, keep_non_finite=keep_non_finite) for v in value]
     if isinstance(value, (np.ndarray, np.generic, jax.Array)):
         value = np.asarray(value)
         if value.ndim == 0:
             value = value.item()
         else:
-            return [to_jsonable(v) for v in value.tolist()]
-    if isinstance(value, float) and not math.isfinite(value):
+            return [to_jsonable(v, keep_non_finite=keep_non_finite) for v in value.tolist()]
+    if isinstance(value, float) and not math.isfinite(value) and not keep_non_finite:
         return None
     return value
 

@@ -202,7 +202,13 @@ class Run:
         else:
             run_dir = cfg.run_dir
             run_dir_lib.drop_metrics_after(run_dir, start_update)
-        run_dir_lib.write_json(os.path.join(run_dir, run_dir_lib.CONFIG_FILE), cfg.to_dict())
+            run_dir_lib.drop_summary(run_dir)
+            lost_best = ckpt.drop_best_after(run_dir, start_update)
+            if lost_best is not None and console:
+                print(f"resume: {ckpt.BEST} was written at update {lost_best}, past the checkpoint resumed "
+                      f"(update {start_update}): removed with those updates; the resumed run's next best "
+                      "evaluation writes it again", flush=True)
+        run_dir_lib.write_config(run_dir, cfg.to_dict())
         # the tracker logs the config with the directory the run has (a default one is picked above)
         sinks = sinks_lib.open_sinks(run_dir, cfg.env_steps, console, tensorboard=cfg.tensorboard, tracker=cfg.tracker,
                                      config={**cfg.to_dict(), "run_dir": run_dir}) + list(extra_sinks)
@@ -222,8 +228,7 @@ class Run:
             self._eval_compiling = None
         if self._videos is not None:  # a run that failed drops the videos not yet drawn
             self._videos.close(wait=exc is None)
-        for sink in self._sinks:
-            sink.close()
+        sinks_lib.close_sinks(self._sinks)
         try:
             self._writer.close()  # the checkpoint in flight lands before the run returns or raises
         except ckpt.CheckpointWriteError as error:
@@ -440,7 +445,7 @@ class Run:
             if not distributed.is_writer():
                 self.checkpoint_s += time.perf_counter() - start
                 return
-        content = ckpt.host_content(state=state, config=metrics_lib.to_jsonable(self.cfg.to_dict()),
+        content = ckpt.host_content(state=state, config=run_dir_lib.config_record(self.cfg.to_dict()),
                                     counters=counters, extra=extra)
         keep, run_dir = self.cfg.keep_checkpoints, self.run_dir
         self._writer.submit(paths, content, then=(lambda: ckpt.prune(run_dir, keep)) if prune else None)

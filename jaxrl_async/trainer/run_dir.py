@@ -51,6 +51,19 @@ def write_json(path: str, data: Any) -> None:
     _write_atomically(path, json.dumps(to_jsonable(data), indent=2) + "\n")
 
 
+def config_record(config: dict) -> dict:
+    """A config (`TrainConfig.to_dict`) as config.json and the checkpoints keep it: plain lists and
+    numbers, an infinite value kept as one (`--max-grad-norm inf` means "no clipping"; a null in
+    its place would make the run impossible to resume or evaluate)."""
+    return to_jsonable(config, keep_non_finite=True)
+
+
+def write_config(run_dir: str, config: dict) -> None:
+    """The run's config.json, atomically; an infinite value as JSON's `Infinity` extension, which
+    Python's json reads back."""
+    _write_atomically(os.path.join(run_dir, CONFIG_FILE), json.dumps(config_record(config), indent=2) + "\n")
+
+
 def _write_atomically(path: str, text: str) -> None:
     """Write `text` to a temporary file, fsync it, and rename it over `path`."""
     tmp = f"{path}.tmp"
@@ -73,6 +86,14 @@ def drop_metrics_after(run_dir: str, update: int) -> None:
     kept = [line for line in lines if _metrics_update(line) <= update]
     if len(kept) < len(lines):
         _write_atomically(path, "".join(kept))
+
+
+def drop_summary(run_dir: str) -> None:
+    """Remove a resumed run's summary.json: the run is not complete again until it writes its own,
+    and a reader must not take an earlier end (before `--total-timesteps` grew) for this one's."""
+    path = os.path.join(run_dir, SUMMARY_FILE)
+    if os.path.exists(path):
+        os.remove(path)
 
 
 def _metrics_update(line: str) -> float:

@@ -7,6 +7,7 @@ A tracker's sink (`trackers.py`) also takes the run's videos and its summary.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -91,14 +92,20 @@ class ConsoleSink:
         pass
 
 
+def check_tensorboard() -> None:
+    """Raise ValueError, with the pip line, where tensorboardX is not installed; imports nothing, so a
+    run asked for `--tensorboard` without it fails before it builds or writes anything."""
+    if importlib.util.find_spec("tensorboardX") is None:
+        raise ValueError("--tensorboard needs the tensorboardX package: pip install 'jaxrl_async[tensorboard]'")
+
+
 class TensorBoardSink:
     """Every numeric metric as a TensorBoard scalar, against env steps (tensorboardX)."""
 
     def __init__(self, log_dir: str):
-        try:
-            from tensorboardX import SummaryWriter
-        except ImportError:
-            raise ValueError("--tensorboard needs the tensorboardX package: pip install 'jaxrl_async[tensorboard]'") from None
+        check_tensorboard()
+        from tensorboardX import SummaryWriter
+
         self._writer = SummaryWriter(log_dir)
 
     def write(self, record: dict) -> None:
@@ -131,13 +138,32 @@ def write_summary(sinks: list, summary: dict, best_checkpoint: str | None) -> No
     for sink in sinks:
         take = getattr(sink, "write_summary", None)  # the console and the files take none
         if take is not None:
-            take(summary, best_checkpoint)
+            _told_on_stderr(take, summary, best_checkpoint, failed=f"{type(sink).__name__} could not log the summary")
+
+
+def close_sinks(sinks: list) -> None:
+    """Close every sink, each even where one before it fails: a tracker's error is told on stderr,
+    not raised. The run's own files (summary.json, metrics.jsonl, its checkpoints) are written
+    by then; a tracker's outage at the end is no reason to fail a finished run, nor to leave the
+    other sinks (or the checkpoint writer after them) open."""
+    for sink in sinks:
+        _told_on_stderr(sink.close, failed=f"{type(sink).__name__} did not close")
+
+
+def _told_on_stderr(call, *args, failed: str) -> None:
+    try:
+        call(*args)
+    except Exception as error:  # a tracker's own errors, whatever its backend's
+        print(f"warning: {failed}: {type(error).__name__}: {error} (the run directory has it all)",
+              file=sys.stderr, flush=True)
 
 
 def open_sinks(run_dir: str | None, total_env_steps: int, console: bool = True, *,
                tensorboard: bool = False, tracker: str = "none", config: dict | None = None) -> list:
     """The run's sinks; `tracker` (`trackers.TRACKERS`) logs the run, its `config` too. The tracker
     opens first: one that cannot start leaves no metrics.jsonl, so the same --run-dir can start again."""
+    if tensorboard:
+        check_tensorboard()  # before the tracker opens a run that this would leave empty
     sinks: list = []
     if tracker != "none":
         sinks.append(open_tracker(tracker, run_dir, config or {}))

@@ -11,6 +11,7 @@ makes the summary (`run.Run.write_summary` writes `summary.json`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Any
@@ -24,12 +25,15 @@ from jaxrl_async.trainer import run_dir as run_dir_lib
 from jaxrl_async.trainer import videos as videos_lib
 from jaxrl_async.trainer.build import Components, build, initial_states
 from jaxrl_async.algorithms import TrainConfig
+from jaxrl_async.config import host_env_kind, parse_env_kwargs
+from jaxrl_async.envs.registry import env_kwargs_blamed
 from jaxrl_async.rollout.evaluate import EvalResult
 from jaxrl_async.trainer.compile_phases import CompilePhases
 from jaxrl_async.trainer.fused import train_fused
 from jaxrl_async.trainer.run import Run, TrainingDiverged, evaluation_program, restore_training_state
 from jaxrl_async.trainer.runtime import collector_paused, cores_to_spare
 from jaxrl_async.trainer.sharding import Placement
+from jaxrl_async.trainer.sinks import check_tensorboard
 from jaxrl_async.trainer.trackers import check_tracker
 from jaxrl_async.types import TrainState
 
@@ -97,22 +101,35 @@ def train(cfg: TrainConfig, *, console: bool = True, hparams: Any = None, resume
         return _train(cfg, console, hparams, resume, stop_after_updates, loop_phases)
 
 
+def _env_kwargs_blamed(cfg: TrainConfig):
+    """`registry.env_kwargs_blamed` for a JAX env (a host env's constructor checks its own kwargs)."""
+    if host_env_kind(cfg.env) is not None:
+        return contextlib.nullcontext()
+    return env_kwargs_blamed(cfg.env, parse_env_kwargs(cfg.env_kwargs))
+
+
 def _train(cfg: TrainConfig, console: bool, hparams: Any, resume: bool, stop_after_updates: int | None,
            loop_phases: CompilePhases) -> TrainResult:
     wall_start = time.perf_counter()
-    if distributed.is_writer():  # the one process that logs to the tracker: a missing package fails before compiling
+    if distributed.is_writer():  # the one process that logs: a missing package fails before compiling
         check_tracker(cfg.tracker)
+        if cfg.tensorboard:
+            check_tensorboard()
     videos_lib.prepare(cfg)  # before the build: the encoder is there; MuJoCo, which the suites import, draws headless
-    with collector_paused():
+    with collector_paused(), _env_kwargs_blamed(cfg):
         c = build(cfg)  # bad input (an unknown env id, say) fails before anything is written
     if resume and not cfg.run_dir:
         raise ValueError("resume needs the run directory: --resume RUN_DIR")
     _agree(cfg, resume)
     console = console and distributed.is_writer()
     placement = Placement(cfg.devices, cfg.num_seeds, cfg.num_envs)
+    if cfg.mode == "async":
+        from jaxrl_async.trainer.asynchronous.loop import actor_device
+
+        actor_device(cfg, placement)  # refused here, before the run directory is written (or, resumed, rewritten)
     setup_start = time.perf_counter()
-    with collector_paused():
-        state = initial_states(c, hparams)
+    with collector_paused(), _env_kwargs_blamed(cfg):
+        state = initial_states(c, hparams)  # an env's first reset: a bad --env-kwargs value may fail only here
     setup_compile_s = time.perf_counter() - setup_start
     saved = None
     if resume:
