@@ -3,13 +3,17 @@ alone, in CPU seconds (issue #58: `eval_compile_s` at most half the loop's).
 
 usage: python -m benchmarks.eval_compile ENV [ENV ...]   (each env at its preset; cache off)
 prints one line per env: EVAL_COMPILE {"env": ..., "loop_cpu_s": ..., "eval_level2_cpu_s": ...,
-"eval_level1_cpu_s": ..., "level1_over_loop": ...}
+"eval_level1_cpu_s": ..., "env_only_cpu_s": ..., "level1_over_loop": ..., "level1_over_env_only": ...}
 
 The loop is the fused program (`fused.fused_program`) at XLA's defaults; the evaluation is the run's
 own (`run.evaluation_program`, compiled with `EVALUATION_CPU_OPTIONS`, LLVM's level 1) and the same
 program at the defaults (level 2), as it compiled before. CPU seconds, not wall seconds: XLA's
 compile of one program keeps more than one core busy, and the machine's other load moves the wall.
-docs/benchmarks.md, "The evaluation at LLVM's level 1", has the figures.
+`env_only` is the bound under the evaluation: the env alone, as any evaluation of complete episodes
+must hold it (its reset, then a `while_loop` of its step on actions sampled from its action space
+until every env's episode ended) with no policy, no observation handling and no restart select,
+compiled with the same options. docs/benchmarks.md, "The evaluation at LLVM's level 1", has the
+figures.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxrl_async.core.programs import seed_keys  # noqa: E402
+from jaxrl_async.envs.suites.autoreset import without_reset  # noqa: E402
+from jaxrl_async.rollout.evaluate import EVALUATION_CPU_OPTIONS  # noqa: E402
 from jaxrl_async.trainer import presets  # noqa: E402
 from jaxrl_async.trainer.build import build, initial_states  # noqa: E402
 from jaxrl_async.trainer.fused import fused_program  # noqa: E402
@@ -38,6 +44,36 @@ def _cpu_seconds(lowered) -> float:
     return time.process_time() - start
 
 
+def env_only_program(env, env_params, num_episodes: int, num_seeds: int):
+    """The env's own part of an evaluation, per seed: reset `num_episodes` envs, then step them on
+    sampled actions until each one's first episode ended (or the time limit); the undiscounted
+    returns. What stays when the policy and the restart of finished envs are taken out."""
+    max_steps = int(getattr(env_params, "max_steps_in_episode", 0)) or 10_000
+    sample = jax.vmap(env.action_space(env_params).sample)
+    reset_env = jax.vmap(env.reset, in_axes=(0, None))
+    step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def one_seed(key):
+        key, reset_key = jax.random.split(key)
+        _, env_state = reset_env(jax.random.split(reset_key, num_episodes), env_params)
+
+        def body(loop):
+            env_state, key, done, t, returns = loop
+            key, act_key, step_key = jax.random.split(key, 3)
+            action = sample(jax.random.split(act_key, num_episodes))
+            with without_reset():
+                _, env_state, reward, terminated, truncated, _ = step_env(
+                    jax.random.split(step_key, num_episodes), env_state, action, env_params)
+            returns = returns + jnp.where(done, 0.0, reward.astype(jnp.float32))
+            return env_state, key, done | terminated | truncated, t + 1, returns
+
+        loop = (env_state, key, jnp.zeros((num_episodes,), bool), jnp.int32(0), jnp.zeros((num_episodes,)))
+        loop = jax.lax.while_loop(lambda loop: ~jnp.all(loop[2]) & (loop[3] < max_steps), body, loop)
+        return loop[4]
+
+    return jax.jit(jax.vmap(one_seed), compiler_options=EVALUATION_CPU_OPTIONS)
+
+
 def measure(env_id: str) -> dict:
     cfg = presets.config_for(env_id)
     c = build(cfg)
@@ -48,8 +84,10 @@ def measure(env_id: str) -> dict:
             jnp.uint32(1))
     level1 = _cpu_seconds(program.lower(*args, greedy=True))
     level2 = _cpu_seconds(jax.jit(program.__wrapped__, static_argnames="greedy").lower(*args, greedy=True))
+    env_only = _cpu_seconds(env_only_program(c.env, c.env_params, cfg.eval_episodes, cfg.num_seeds).lower(args[2]))
     return {"env": env_id, "loop_cpu_s": round(loop, 2), "eval_level2_cpu_s": round(level2, 2),
-            "eval_level1_cpu_s": round(level1, 2), "level1_over_loop": round(level1 / loop, 3)}
+            "eval_level1_cpu_s": round(level1, 2), "env_only_cpu_s": round(env_only, 2),
+            "level1_over_loop": round(level1 / loop, 3), "level1_over_env_only": round(level1 / env_only, 3)}
 
 
 if __name__ == "__main__":
