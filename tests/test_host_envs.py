@@ -4,10 +4,12 @@ episode ends are known, the host actor's trajectory step by step, determinism, r
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import threading
 
+import gymnasium as gym
 import jax
 import numpy as np
 import pytest
@@ -406,6 +408,53 @@ def test_an_env_failing_mid_run_stops_it_as_a_failed_rollout(tmp_path):
                                             r"failed at step 12") as info:
         train(_cfg(tmp_path, "fails", env="gymnasium:" + FAILING_ID), console=False)
     assert not isinstance(info.value, ValueError) and isinstance(info.value.__cause__, ValueError)
+    assert not [t for t in threading.enumerate() if t.name == "rollout-worker"]
+
+
+class _FailsInFlightAtTheStop(ScriptedEnv):
+    """Fails in the actor's first step after the learner took its second rollout (the last before a
+    stop at update 2): the rollout in flight at the stop's sync, whose error no later `get` raises."""
+
+    consumed = threading.Event()  # the learner took rollout 1
+    raised = threading.Event()
+
+    def step(self, action):
+        if threading.current_thread().name == "rollout-worker" and self.consumed.is_set():
+            self.raised.set()
+            raise ValueError("the simulator failed as the run stopped")
+        return super().step(action)
+
+
+def test_an_env_failing_in_the_rollout_in_flight_at_a_stop_fails_the_run(tmp_path, monkeypatch):
+    """Before, the stop's sync waited for the failing rollout, stopped, and the run returned as if
+    stopped cleanly: the actor's error was never raised."""
+    from jaxrl_async.trainer.asynchronous.pipeline import RolloutWorker
+
+    env_id = "JaxrlTest/FailsInFlightAtTheStop-v0"
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=_FailsInFlightAtTheStop, max_episode_steps=4)
+    get, held, taken = RolloutWorker.get, RolloutWorker.held, []
+
+    def counted_get(self, *args, **kwargs):
+        item = get(self, *args, **kwargs)
+        taken.append(item.index)
+        if len(taken) == 2:
+            _FailsInFlightAtTheStop.consumed.set()
+        return item
+
+    @contextlib.contextmanager
+    def held_once_the_actor_failed(self):
+        assert _FailsInFlightAtTheStop.raised.wait(60), "the actor's next rollout never stepped"
+        with held(self):
+            yield
+
+    monkeypatch.setattr(RolloutWorker, "get", counted_get)
+    monkeypatch.setattr(RolloutWorker, "held", held_once_the_actor_failed)
+    with pytest.raises(RolloutFailed, match=r"as the run stopped \(its checkpoint is written\): ValueError: "
+                                            r"the simulator failed as the run stopped"):
+        train(_cfg(tmp_path, "stops", env="gymnasium:" + env_id, lag="1"), console=False, stop_after_updates=2)
+    assert taken == [0, 1]
+    assert ckpt.latest_checkpoint(str(tmp_path / "stops")) == ckpt.numbered_path(str(tmp_path / "stops"), 2)
     assert not [t for t in threading.enumerate() if t.name == "rollout-worker"]
 
 

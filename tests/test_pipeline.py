@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from jaxrl_async.trainer.asynchronous import pipeline
+from jaxrl_async.trainer.asynchronous.loop import actor_closed
 from jaxrl_async.trainer.asynchronous.pipeline import ParamStore, PipelineClosed, RolloutWorker
 
 WIDTH = 3  # params["w"], the counter and the trajectory are all [WIDTH] int32
@@ -434,6 +435,71 @@ def test_a_run_that_ends_at_a_held_sync_starts_no_rollout_after_it(how):
     worker.close()
     assert time.monotonic() - closing < 0.25  # nothing in flight to wait for (before: the rest of a 0.5 s fragment)
     assert len(started) == 1 and started[0] < released
+
+
+def _blocked_worker(**kwargs):
+    """A worker whose first rollout is in flight until `release` is set (a slow simulator's fragment)."""
+    store = ParamStore()
+    store.publish(initial_params())
+    started, release = threading.Event(), threading.Event()
+
+    def blocked_collect(params, counter):
+        started.set()
+        release.wait(30)
+        return counter_collect(params, counter)
+
+    worker = RolloutWorker(blocked_collect, initial_counter(), store, lag="latest", **kwargs)
+    assert started.wait(10)
+    return worker, release
+
+
+def test_an_abort_at_once_waits_not_for_the_fragment_in_flight():
+    """A second Ctrl-C raises KeyboardInterrupt through the worker: it stops the actor and goes on at
+    once, leaving the fragment in flight to end on its own (before: it waited up to the join timeout,
+    then raised a RuntimeError in the KeyboardInterrupt's place)."""
+    worker, release = _blocked_worker(join_timeout_s=5)
+    try:
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt), worker:
+            raise KeyboardInterrupt
+        assert time.monotonic() - start < pipeline.ABORT_JOIN_S + 2.0  # not the 5 s join timeout
+        assert worker.alive  # still in its fragment
+    finally:
+        release.set()
+    wait_until(lambda: not worker.alive, what="the actor to end after its fragment")
+
+
+def test_a_learner_error_stays_the_one_raised_when_the_actor_outlives_the_join():
+    worker, release = _blocked_worker(join_timeout_s=0.2)
+    try:
+        with pytest.raises(ValueError, match="the learner failed") as info, worker:
+            raise ValueError("the learner failed")
+        assert "rollout worker did not stop within 0.2 s" in "".join(info.value.__notes__)
+    finally:
+        release.set()
+    wait_until(lambda: not worker.alive, what="the actor to end after its fragment")
+
+
+def test_the_actors_envs_are_not_closed_under_a_thread_still_stepping_them(capsys):
+    class Actor:
+        closed = 0
+
+        def close(self):
+            self.closed += 1
+
+    worker, release = _blocked_worker(join_timeout_s=5)
+    actor = Actor()
+    try:
+        with pytest.raises(KeyboardInterrupt), actor_closed(actor) as workers, worker:
+            workers.append(worker)
+            raise KeyboardInterrupt
+        assert actor.closed == 0 and "its envs are not closed under it" in capsys.readouterr().err
+    finally:
+        release.set()
+    wait_until(lambda: not worker.alive, what="the actor to end after its fragment")
+    with actor_closed(actor) as workers:  # a worker that ended: its actor is closed
+        workers.append(worker)
+    assert actor.closed == 1
 
 
 # -- RolloutWorker: errors --------------------------------------------------

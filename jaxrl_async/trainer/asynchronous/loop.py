@@ -28,6 +28,7 @@ buffer slot (`buffer_size`) and for the params its lag policy names.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from typing import Any
 
@@ -249,11 +250,19 @@ class PipelineAccounting:
 
 @contextlib.contextmanager
 def actor_closed(actor):
-    """Close the actor's envs and threads however the loop ends."""
+    """Close the actor's envs and threads however the loop ends; yields a list in which the loop
+    puts its rollout worker. An abort at once (a second Ctrl-C) leaves a worker's thread finishing
+    the fragment in flight (`RolloutWorker.__exit__`): its envs are left to it, not closed under it
+    (a simulator closed mid-step may crash the process), and go with the process."""
+    workers: list = []
     try:
-        yield actor
+        yield workers
     finally:
-        actor.close()
+        if any(worker.alive for worker in workers):
+            print("warning: the actor's thread is finishing the fragment in flight; its envs are not closed "
+                  "under it", file=sys.stderr, flush=True)
+        else:
+            actor.close()
 
 
 def train_async(c: Components, run: Run, state: TrainState, saved: dict | None = None) -> tuple[TrainState, dict]:
@@ -267,7 +276,7 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
     behaviour = behaviour_hook(c, state)
     with run.compiling(TRAINING_LOOP), collector_paused():
         actor, learn = compile_pipeline(c, run.placement, state, start)
-    with actor_closed(actor):  # its envs and threads are open from the compile on, however the run ends
+    with actor_closed(actor) as workers:  # its envs and threads are open from the compile on, however the run ends
         run.loop_compiled(state)  # the evaluation compiles on copies: the first call gives the state away
         compile_s = time.perf_counter() - compile_start
 
@@ -291,6 +300,7 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
         with RolloutWorker(actor.collect, rollout_state, store, lag=lag, num_rollouts=cfg.num_updates - start,
                            buffer_size=cfg.buffer_size, first_index=start, timings=actor.timings,
                            sync_interval=interval, behaviour=behaviour) as worker:
+            workers.append(worker)
             for k in range(start, cfg.num_updates):
                 accounting.start_iteration(k, run.host_s)
                 wait_start = time.perf_counter()
@@ -339,6 +349,9 @@ def train_async(c: Components, run: Run, state: TrainState, saved: dict | None =
                     break
             if in_flight is not None:  # the schedule syncs at its last update; counted all the same
                 fetch(in_flight)
+        if worker.error is not None:  # the rollout in flight at a stop failed: no later `get` raised it
+            raise RolloutFailed(f"a rollout failed in the actor thread as the run stopped (its checkpoint is "
+                                f"written): {type(worker.error).__name__}: {worker.error}") from worker.error
     return TrainState(learner=learner, rollout=actor.to_learner(rollout_state)), {
         "compile_s": compile_s, "updates_done": done, "lag": cfg.lag, "params_version": store.version,
         "sync_interval": interval, "params_published": published,

@@ -157,6 +157,7 @@ class RolloutItem:
 
 
 _END = object()
+ABORT_JOIN_S = 1.0  # how long an abort (a KeyboardInterrupt through `__exit__`) waits for the actor's thread
 
 
 class RolloutWorker:
@@ -324,8 +325,24 @@ class RolloutWorker:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    @property
+    def error(self) -> BaseException | None:
+        """The exception the actor's thread ended with, if any. `get` raises it; a learner that stops
+        without another `get` (a stop decided at a sync while the rollout in flight failed) asks
+        here, once `close` has joined the thread."""
+        return self._error
+
     def __enter__(self) -> "RolloutWorker":
         return self
 
-    def __exit__(self, *exc_info) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        if exc_type is KeyboardInterrupt:  # a second Ctrl-C, "abort at once": no wait for the fragment in flight
+            self._stop.set()
+            self._thread.join(ABORT_JOIN_S)  # a short one finishes here; a slow simulator's is left to end on its own
+            return
+        try:
+            self.close()
+        except RuntimeError as error:  # the thread outlived the join
+            if exc is None:
+                raise
+            exc.add_note(str(error))  # the learner's error on its way stays the one raised
