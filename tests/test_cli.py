@@ -395,6 +395,30 @@ def test_compilation_is_cached_in_the_user_cache_dir_and_paid_once(tmp_path):
     assert not (tmp_path / "other-cache" / "jaxrl_async").exists()
 
 
+def _read_only_dir(tmp_path) -> str:
+    """A directory that exists but takes no file: a chmod'ed one, or, for root (whom no mode
+    stops), sysfs's; the test is skipped where neither is at hand."""
+    path = tmp_path / "read-only"
+    path.mkdir()
+    path.chmod(0o555)
+    for candidate in (str(path), "/sys/kernel"):
+        try:
+            open(os.path.join(candidate, "probe"), "w").close()
+        except OSError:
+            return candidate
+        os.remove(os.path.join(candidate, "probe"))
+    pytest.skip("no read-only directory here (root, no sysfs)")
+
+
+def test_an_existing_read_only_compilation_cache_dir_is_a_clear_error(tmp_path, capsys):
+    # before: accepted, then a warning per program that could not be cached
+    assert main(["train", *TINY_RUN, "--run-dir", str(tmp_path / "run"),
+                 "--compilation-cache", _read_only_dir(tmp_path)]) == 2
+    line = _error_line(capsys)
+    assert "--compilation-cache" in line and "writable directory" in line
+    assert not (tmp_path / "run").exists()
+
+
 def test_an_unusable_compilation_cache_dir_is_a_clear_error(tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")

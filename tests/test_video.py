@@ -147,6 +147,13 @@ def test_an_env_that_cannot_render_says_so_in_one_line_and_the_run_goes_on(tiny_
         build(TrainConfig(env="gymnasium:CartPole-v1", mode="async")).rollout.recorder(2, 10)
 
 
+@pytest.mark.parametrize("env_id", ["Probe-DictObs", "Probe-TupleObs"])
+def test_an_env_with_a_nested_observation_cannot_render_in_one_line(env_id):
+    # a Dict or Tuple observation space has no `.shape`: before, an AttributeError's traceback
+    with pytest.raises(CannotRender, match=f"{env_id} has no renderer in this project"):
+        renderer_for(*make_env(env_id))
+
+
 # ------------------------------------------------------------------ each suite's renderer
 
 SUITES = {  # env id: (the suite's module, env_kwargs, whether to step: a physics step compiles for seconds)

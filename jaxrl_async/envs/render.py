@@ -163,8 +163,8 @@ def _grid(env: Any, name: str, env_params: Any) -> Renderer:
     """A grid observation (MinAtar's `[10, 10, C]` channels, Catch's `[H, W]` cells) as colours:
     each cell the colour of its highest channel set, in gymnax's visualiser's palette (seaborn's
     cubehelix, black for an empty cell); a single channel in grey."""
-    shape = tuple(env.observation_space(env_params).shape)
-    if len(shape) not in (2, 3):
+    shape = getattr(env.observation_space(env_params), "shape", None)  # a Dict or Tuple space has none
+    if shape is None or len(shape) not in (2, 3):
         raise CannotRender(f"{name} has no renderer in this project (gymnax's classic-control envs and its envs "
                            "with grid observations, MinAtar and Catch among them, draw)")
     channels = shape[-1] if len(shape) == 3 else 1

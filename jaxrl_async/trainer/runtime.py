@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import tempfile
 import warnings
 
 import jax
@@ -76,6 +77,7 @@ def configure_compilation_cache(setting: str | None = None) -> str | None:
     path = setting or os.environ.get("JAX_COMPILATION_CACHE_DIR") or default_compilation_cache_dir()
     try:
         os.makedirs(path, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()  # an existing directory may still be read-only
     except OSError as error:
         if setting:
             raise ValueError(f"--compilation-cache {setting!r} cannot be used ({error.strerror}): give a "
