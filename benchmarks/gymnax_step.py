@@ -17,7 +17,13 @@ import jax
 
 def main(env_id: str, num_envs: int, num_steps: int) -> dict:
     env, params = gymnax.make(env_id)
-    num_actions = env.action_space(params).n
+    space = env.action_space(params)
+    num_actions = getattr(space, "n", None)  # None: a Box, whose actions are sampled from it
+
+    def random_actions(key):
+        if num_actions is None:
+            return jax.vmap(space.sample)(jax.random.split(key, num_envs))
+        return jax.random.randint(key, (num_envs,), 0, num_actions)
 
     def run(key):
         obs, state = jax.vmap(env.reset, (0, None))(jax.random.split(key, num_envs), params)
@@ -25,7 +31,7 @@ def main(env_id: str, num_envs: int, num_steps: int) -> dict:
         def body(carry, _):
             state, key = carry
             key, action_key, step_key = jax.random.split(key, 3)
-            actions = jax.random.randint(action_key, (num_envs,), 0, num_actions)
+            actions = random_actions(action_key)
             out = jax.vmap(env.step, (0, 0, 0, None))(jax.random.split(step_key, num_envs), state, actions, params)
             return (out[1], key), out[2].sum()  # out: obs, state, reward, ... in either gymnax
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from jaxrl_async.cli.bench.cases import CASES
-from jaxrl_async.cli.bench.suite import main
+from jaxrl_async.cli.bench.suite import main, table
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +110,15 @@ def test_processes(quick_report):
     # 4 seeds per device either way: the same per-device program, the same params
     assert two["identical_params"] is True and two["ratio_to_one_process"] > 0
     assert two["launch_to_first_sync_s"] > 0 and one["launch_to_first_sync_s"] > 0
+    # the table prints the ratio docs/distributed.md quotes
+    assert f"ratio_to_one_process={two['ratio_to_one_process']:.2f}" in table({"two": two})
+
+
+def test_only_names_every_case_in_its_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    assert [name for name in CASES if name not in help_text] == []
 
 
 def test_compile_cache(quick_report):

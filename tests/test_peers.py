@@ -51,3 +51,11 @@ def test_paired_ratio_is_the_median_of_each_rounds_ratio():
 def test_a_case_without_an_sb3_twin_refuses_sb3_before_running_anything():
     with pytest.raises(ValueError, match="'dqn-breakout' has no SB3 / sbx twin"):
         peers.compare(peers.PeersConfig(cases=("dqn-breakout",), sb3_python="/nonexistent/python"))
+
+
+@pytest.mark.parametrize("env_id", ["Breakout-MinAtar", "Pendulum-v1"])  # a Discrete and a Box action space
+def test_gymnax_step_times_any_env(env_id):
+    from benchmarks import gymnax_step
+
+    result = gymnax_step.main(env_id, 4, 3)
+    assert result["env"] == env_id and result["steps_per_second"] > 0

@@ -31,7 +31,7 @@ class BenchConfig:
     """Microbenchmarks and end-to-end throughput, each measured after compilation, repeated."""
 
     only: tuple[str, ...] = ()
-    """Cases to run (default all): env_step rollout advantages update gae_placement end_to_end devices compile_cache eval_cost video_cost processes suites (and the step-cost cases)."""
+    """Cases to run (default all): env_step rollout advantages update gae_placement bootstrap_cost ops_per_iteration end_to_end devices gradient_step_cost host_step_cost host_sync_cost compile_cache eval_cost processes suites pqn_vs_ppo video_cost."""
     quick: bool = False
     """Tiny sizes and budgets: a smoke run of every code path."""
     repeats: int = 5
@@ -109,7 +109,8 @@ def headline(row: dict) -> tuple[str, float | None, str]:
 
 # the ratios a row may carry, printed after it
 RATIOS = ("ratio_to_raw_env", "ratio_to_env_with_resets", "ratio_to_fused", "ratio_to_one_device",
-          "overlap_efficiency", "learner_wait_fraction", "ratio_to_ppo", "ratio_to_off", "wall_ratio_to_off")
+          "ratio_to_one_process", "overlap_efficiency", "learner_wait_fraction", "ratio_to_ppo", "ratio_to_off",
+          "wall_ratio_to_off")
 
 
 def table(results: dict, previous: dict | None = None) -> str:
