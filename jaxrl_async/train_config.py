@@ -222,6 +222,9 @@ class TrainConfigBase:
                 "one jitted program: use --mode async (the CLI picks it for a host env by itself)")
         require(self.num_seeds == 1, "num_seeds", self.num_seeds,
                 "host envs train one seed per process: run one process per seed")
+        # the actor hands its trajectories over on one device; the learner's one seed takes one
+        require(self.devices in (1, "all"), "devices", self.devices,
+                "host envs train their one seed on one device: use --devices 1 (or leave the default)")
         require(not (self.normalize_obs and self.num_actors > 1), "normalize_obs", self.normalize_obs,
                 f"with num_actors={self.num_actors} each actor would keep statistics of its own share of the envs: "
                 "use --num-actors 1 or --no-normalize-obs")

@@ -682,6 +682,8 @@ def test_unknown_env_exits_2_with_one_line(flags, message, tmp_path, capsys):
     (["--reward-scale", "0"], "reward_scale=0.0 is invalid: must be a finite number > 0"),
     (["--ent-coef", "inf"], "ent_coef=inf is invalid: must be a finite number >= 0"),
     (["--seed", str(2**32 + 5)], "seed=4294967301 is invalid: must be in [0, 2**32)"),
+    (["--env", "gymnasium:CartPole-v1", "--devices", "2"],
+     "devices=2 is invalid: host envs train their one seed on one device: use --devices 1"),
     (["--env", "Pendulum-v1", "--algo", "sac", "--action-dist", "tanh_gaussian"],
      "action_dist='tanh_gaussian' is invalid: algo='sac' builds its tanh-squashed Gaussian actor and twin critics "
      "from hidden_sizes: leave action_dist at 'gaussian'"),
@@ -689,7 +691,7 @@ def test_unknown_env_exits_2_with_one_line(flags, message, tmp_path, capsys):
      "host envs ('gymnasium:Pendulum-v1') take the Gaussian clipped to their Box: use --action-dist gaussian"),
     (["--algo", "dqn", "--replay-capacity", "1024", "--learning-starts", "2048"],
      "learning_starts=2048 is invalid: must be at most the 1024 transitions the buffer holds"),
-], ids=["num-envs-0", "negative-eval-interval", "budget-below-one-rollout", "reward-scale-0", "ent-coef-inf", "seed-past-32-bits", "tanh-with-sac",
+], ids=["num-envs-0", "negative-eval-interval", "budget-below-one-rollout", "reward-scale-0", "ent-coef-inf", "seed-past-32-bits", "host-env-on-two-devices", "tanh-with-sac",
         "tanh-on-a-host-env", "learning-never-starts"])
 def test_invalid_config_value_exits_2_with_one_line(flags, message, tmp_path, capsys):
     # a flag parsing error: no traceback exists to show, so no --debug hint either
