@@ -12,6 +12,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxrl_async.trainer.checkpoint import write_atomic
 from jaxrl_async.trainer.metrics import to_jsonable
 from jaxrl_async.trainer.sinks import METRICS_FILE
 
@@ -65,13 +66,9 @@ def write_config(run_dir: str, config: dict) -> None:
 
 
 def _write_atomically(path: str, text: str) -> None:
-    """Write `text` to a temporary file, fsync it, and rename it over `path`."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write `text` as the checkpoints are written (`checkpoint.write_atomic`): a temporary file,
+    fsynced, renamed over `path`, and removed where the write fails."""
+    write_atomic(path, text.encode("utf-8"))
 
 
 def drop_metrics_after(run_dir: str, update: int) -> None:

@@ -162,8 +162,6 @@ def open_sinks(run_dir: str | None, total_env_steps: int, console: bool = True, 
                tensorboard: bool = False, tracker: str = "none", config: dict | None = None) -> list:
     """The run's sinks; `tracker` (`trackers.TRACKERS`) logs the run, its `config` too. The tracker
     opens first: one that cannot start leaves no metrics.jsonl, so the same --run-dir can start again."""
-    if tensorboard:
-        check_tensorboard()  # before the tracker opens a run that this would leave empty
     sinks: list = []
     if tracker != "none":
         sinks.append(open_tracker(tracker, run_dir, config or {}))
