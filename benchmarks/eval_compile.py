@@ -3,7 +3,8 @@ alone, in CPU seconds (issue #58: `eval_compile_s` at most half the loop's).
 
 usage: python -m benchmarks.eval_compile ENV [ENV ...]   (each env at its preset; cache off)
 prints one line per env: EVAL_COMPILE {"env": ..., "loop_cpu_s": ..., "eval_level2_cpu_s": ...,
-"eval_level1_cpu_s": ..., "env_only_cpu_s": ..., "level1_over_loop": ..., "level1_over_env_only": ...}
+"eval_level1_cpu_s": ..., "env_only_cpu_s": ..., "env_obs_cpu_s": ..., "level1_over_loop": ...,
+"level1_over_env_only": ..., "level1_over_env_obs": ...}
 
 The loop is the fused program (`fused.fused_program`) at XLA's defaults; the evaluation is the run's
 own (`run.evaluation_program`, compiled with `EVALUATION_CPU_OPTIONS`, LLVM's level 1) and the same
@@ -12,8 +13,8 @@ compile of one program keeps more than one core busy, and the machine's other lo
 `env_only` is the bound under the evaluation: the env alone, as any evaluation of complete episodes
 must hold it (its reset, then a `while_loop` of its step on actions sampled from its action space
 until every env's episode ended) with no policy, no observation handling and no restart select,
-compiled with the same options. docs/benchmarks.md, "The evaluation at LLVM's level 1", has the
-figures.
+compiled with the same options; `env_obs` is that program with each step's observation kept, as a
+policy needs it. docs/benchmarks.md, "The evaluation at LLVM's level 1" and after, has the figures.
 """
 
 from __future__ import annotations
@@ -44,10 +45,14 @@ def _cpu_seconds(lowered) -> float:
     return time.process_time() - start
 
 
-def env_only_program(env, env_params, num_episodes: int, num_seeds: int):
+def env_only_program(env, env_params, num_episodes: int, num_seeds: int, keep_obs: bool = False):
     """The env's own part of an evaluation, per seed: reset `num_episodes` envs, then step them on
     sampled actions until each one's first episode ended (or the time limit); the undiscounted
-    returns. What stays when the policy and the restart of finished envs are taken out."""
+    returns. What stays when the policy and the restart of finished envs are taken out.
+
+    No one reads the observations there, so XLA drops their computation from the step; with
+    `keep_obs` the last step's observations are returned too (summed), so that each step computes
+    them, as it must where a policy acts on them."""
     max_steps = int(getattr(env_params, "max_steps_in_episode", 0)) or 10_000
     sample = jax.vmap(env.action_space(env_params).sample)
     reset_env = jax.vmap(env.reset, in_axes=(0, None))
@@ -55,21 +60,22 @@ def env_only_program(env, env_params, num_episodes: int, num_seeds: int):
 
     def one_seed(key):
         key, reset_key = jax.random.split(key)
-        _, env_state = reset_env(jax.random.split(reset_key, num_episodes), env_params)
+        obs, env_state = reset_env(jax.random.split(reset_key, num_episodes), env_params)
 
         def body(loop):
-            env_state, key, done, t, returns = loop
+            env_state, obs, key, done, t, returns = loop
             key, act_key, step_key = jax.random.split(key, 3)
             action = sample(jax.random.split(act_key, num_episodes))
             with without_reset():
-                _, env_state, reward, terminated, truncated, _ = step_env(
+                obs, env_state, reward, terminated, truncated, _ = step_env(
                     jax.random.split(step_key, num_episodes), env_state, action, env_params)
             returns = returns + jnp.where(done, 0.0, reward.astype(jnp.float32))
-            return env_state, key, done | terminated | truncated, t + 1, returns
+            return env_state, obs if keep_obs else (), key, done | terminated | truncated, t + 1, returns
 
-        loop = (env_state, key, jnp.zeros((num_episodes,), bool), jnp.int32(0), jnp.zeros((num_episodes,)))
-        loop = jax.lax.while_loop(lambda loop: ~jnp.all(loop[2]) & (loop[3] < max_steps), body, loop)
-        return loop[4]
+        loop = (env_state, obs if keep_obs else (), key, jnp.zeros((num_episodes,), bool), jnp.int32(0),
+                jnp.zeros((num_episodes,)))
+        loop = jax.lax.while_loop(lambda loop: ~jnp.all(loop[3]) & (loop[4] < max_steps), body, loop)
+        return loop[5], sum(jnp.sum(leaf.astype(jnp.float32)) for leaf in jax.tree.leaves(loop[1]))
 
     return jax.jit(jax.vmap(one_seed), compiler_options=EVALUATION_CPU_OPTIONS)
 
@@ -84,10 +90,13 @@ def measure(env_id: str) -> dict:
             jnp.uint32(1))
     level1 = _cpu_seconds(program.lower(*args, greedy=True))
     level2 = _cpu_seconds(jax.jit(program.__wrapped__, static_argnames="greedy").lower(*args, greedy=True))
-    env_only = _cpu_seconds(env_only_program(c.env, c.env_params, cfg.eval_episodes, cfg.num_seeds).lower(args[2]))
+    env_only, env_obs = (_cpu_seconds(env_only_program(c.env, c.env_params, cfg.eval_episodes, cfg.num_seeds,
+                                                       keep_obs=keep_obs).lower(args[2]))
+                         for keep_obs in (False, True))
     return {"env": env_id, "loop_cpu_s": round(loop, 2), "eval_level2_cpu_s": round(level2, 2),
             "eval_level1_cpu_s": round(level1, 2), "env_only_cpu_s": round(env_only, 2),
-            "level1_over_loop": round(level1 / loop, 3), "level1_over_env_only": round(level1 / env_only, 3)}
+            "env_obs_cpu_s": round(env_obs, 2), "level1_over_loop": round(level1 / loop, 3),
+            "level1_over_env_only": round(level1 / env_only, 3), "level1_over_env_obs": round(level1 / env_obs, 3)}
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ from its first state.
 
 The reference is the evaluation as a Python loop over the same keys with the env's own step, its
 auto-reset and all: the first episodes, and so the returns, must be the same to the bit. The
-resets that run are counted with a host callback inside the suite's reset."""
+resets that run are counted with a host callback inside the suite's reset, and the states a step
+starts from are recorded the same way."""
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +21,7 @@ from jaxrl_async.rollout.evaluate import make_evaluator
 
 NUM_EPISODES = 8
 RESETS = []
+STEPPED_FROM = []
 
 
 class Walk(SuiteEnv):
@@ -38,6 +40,7 @@ class Walk(SuiteEnv):
         return start[None].astype(jnp.float32), start
 
     def step_env(self, key, inner, action, params):
+        jax.debug.callback(lambda p: STEPPED_FROM.extend(np.ravel(p).tolist()), inner)
         position = inner + action + jax.random.randint(key, (), 0, 3)
         return (position[None].astype(jnp.float32), position, 1.0 + position.astype(jnp.float32),
                 position >= 5, jnp.bool_(False))
@@ -47,6 +50,13 @@ class Walk(SuiteEnv):
 
     def observation_space(self, params=None):
         return spaces.Box(0.0, 10.0, (1,), jnp.float32)
+
+
+class SteppingWalk(Walk):
+    """`Walk`, declared a world whose step past an episode's end is an ordinary one."""
+
+    name = "SteppingWalk"
+    steps_on_past_end = True
 
 
 def reference_evaluation(env, env_params, policy, params, key, greedy):
@@ -94,6 +104,25 @@ def test_first_episodes_are_the_auto_resetting_steps_and_one_reset_runs(walk, gr
     returns, lengths, complete = reference_evaluation(env, env_params, policy, params, key, greedy)
     assert complete.all() and len(set(lengths.tolist())) > 1  # episodes of several lengths, all complete
     assert np.asarray(result.lengths == 5).any() and np.asarray(result.lengths < 5).any()  # truncated, terminated
+    np.testing.assert_array_equal(result.returns, returns)
+    np.testing.assert_array_equal(result.lengths, lengths)
+    np.testing.assert_array_equal(result.complete, complete)
+
+
+@pytest.mark.parametrize("steps_on", [False, True])
+def test_an_ended_env_steps_on_only_where_its_suite_says_so(walk, steps_on):
+    _, env_params, policy, params = walk
+    env = EpisodeStatistics(SteppingWalk() if steps_on else Walk())
+    evaluate = make_evaluator(env, env_params, policy, num_episodes=NUM_EPISODES)
+    key = jax.random.PRNGKey(7)
+    STEPPED_FROM.clear()
+    result = jax.jit(evaluate, static_argnames="greedy")(params, None, key, greedy=True)
+    jax.effects_barrier()
+    # a position of 5 or more is a terminal state: restarted from (the default), or stepped on from
+    past_end = [position for position in STEPPED_FROM if position >= 5]
+    assert bool(past_end) == steps_on
+    returns, lengths, complete = reference_evaluation(env, env_params, policy, params, key, True)
+    assert len(set(lengths.tolist())) > 1  # some envs ended while others went on
     np.testing.assert_array_equal(result.returns, returns)
     np.testing.assert_array_equal(result.lengths, lengths)
     np.testing.assert_array_equal(result.complete, complete)

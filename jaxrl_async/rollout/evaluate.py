@@ -19,7 +19,9 @@ Only the first episode counts, so the env's auto-reset is dead code here: the st
 `without_reset` (`envs/suites/autoreset.py`), and an env whose episode ended restarts from the
 state its reset gave it (a select), never stepping on from a terminal state. The program then holds
 one reset, where it held three (the initial one and the auto-reset's two): a suite's reset compiles
-about as long as its step.
+about as long as its step. A suite whose step past an episode's end is an ordinary one (the grid
+and tile worlds: `SuiteEnv.steps_on_past_end`) steps on instead, its steps counting for nothing:
+the select, one per leaf of the env's state, is then gone from the program as well.
 """
 
 from __future__ import annotations
@@ -109,12 +111,13 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
         max_steps = int(getattr(env_params, "max_steps_in_episode", 0)) or 10_000
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     reset_env = jax.vmap(env.reset, in_axes=(0, None))
+    restart = not getattr(env, "steps_on_past_end", False)
 
     def evaluate(params: Any, obs_stats: RunningMeanStd, key: jax.Array, greedy: bool = True) -> EvalResult:
         key, reset_key = jax.random.split(key)
         obs, env_state = reset_env(jax.random.split(reset_key, num_episodes), env_params)
         obs = as_observation(policy.obs_shape, obs)
-        first = (obs, env_state)  # where an env restarts once its first episode ended
+        first = (obs, env_state) if restart else None  # where an env restarts once its first episode ended
         zeros = jnp.zeros((num_episodes,), jnp.float32)
         loop = _EvalLoop(env_state=env_state, obs=obs, policy_carry=policy.initial_carry((num_episodes,)),
                          key=key, returns=zeros, lengths=jnp.zeros((num_episodes,), jnp.int32),
@@ -131,11 +134,13 @@ def make_evaluator(env, env_params, policy: Policy, *, num_episodes: int,
                 obs_in = obs_stats.normalize(obs_in)
             dist, _, policy_carry = policy.step(params, obs_in, reset_carry(policy, loop.policy_carry, loop.reset))
             action = _action(dist, act_key, greedy)
-            with without_reset():  # the auto-reset's work is `first`'s select below
+            with without_reset():  # the auto-reset's work is `first`'s select below, if any
                 obs, env_state, reward, terminated, truncated, _ = step_env(
                     jax.random.split(step_key, num_episodes), loop.env_state, action, env_params)
             ended = terminated | truncated
-            obs, env_state = _where_rows(ended, first, (as_observation(policy.obs_shape, obs), env_state))
+            obs = as_observation(policy.obs_shape, obs)
+            if restart:
+                obs, env_state = _where_rows(ended, first, (obs, env_state))
             # only the first episode of each env counts; an unrolled trip's steps past the limit
             # count for nothing
             live = ~loop.done & (loop.t < max_steps)

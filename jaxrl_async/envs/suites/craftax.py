@@ -58,6 +58,8 @@ def _as_static(value: Any) -> Any:
 class CraftaxEnv(SuiteEnv):
     """One Craftax env without its auto-reset; `SuiteEnv` adds ours (see the module docstring)."""
 
+    steps_on_past_end = True  # a discrete world: see `SuiteEnv`
+
     def __init__(self, env_id: str, **env_kwargs: Any):
         self.name = f"craftax:{env_id}"
         suite_env = craftax_env.make_craftax_env_from_name(env_id, auto_reset=False)

@@ -64,6 +64,12 @@ class SuiteEnv(abc.ABC):
 
     name: str = "SuiteEnv"
     AUTO_RESETS = ("full", "cached")
+    # True where a step from a state whose episode ended is an ordinary step (a grid or tile world:
+    # the same work, finite values); the evaluation then lets such an env step on, its steps
+    # masked, instead of restarting it from its first state (`rollout/evaluate.py`), whose select
+    # over the whole state costs compile time. False (this default) for physics: past a fall the
+    # state may diverge, and a solver's while loop, batched, then runs every env to its cap.
+    steps_on_past_end: bool = False
 
     def __init__(self, max_steps_in_episode: int = 0, auto_reset: str = "full"):
         if int(max_steps_in_episode) < 0:

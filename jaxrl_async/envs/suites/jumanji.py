@@ -145,6 +145,8 @@ def _mask_shape(env_id: str, action_space: Any, mask_spec: specs.Array) -> tuple
 class JumanjiEnv(SuiteEnv):
     """A jumanji env over its non-resetting step; see the module docstring."""
 
+    steps_on_past_end = True  # a discrete world: see `SuiteEnv`
+
     def __init__(self, env_id: str, env: Any, max_steps_in_episode: int = 0):
         super().__init__(max_steps_in_episode)
         self.name = f"jumanji:{env_id}"

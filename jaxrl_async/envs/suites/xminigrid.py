@@ -52,6 +52,8 @@ def env_ids() -> list[str]:
 class XMiniGridEnv(SuiteEnv):
     """An xminigrid env and its params over its non-resetting step; see the module docstring."""
 
+    steps_on_past_end = True  # a discrete world: see `SuiteEnv`
+
     def __init__(self, env_id: str, env: Any, env_params: Any, max_steps_in_episode: int = 0):
         super().__init__(max_steps_in_episode)
         self.name = f"xminigrid:{env_id}"
