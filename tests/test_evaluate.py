@@ -17,6 +17,7 @@ from jaxrl_async.config import NetworkConfig
 from jaxrl_async.envs.suites.functional import SuiteEnv
 from jaxrl_async.envs.wrappers import EpisodeStatistics
 from jaxrl_async.nets.actor_critic import make_policy
+from jaxrl_async.envs.suites.autoreset import without_reset
 from jaxrl_async.rollout.evaluate import make_evaluator
 
 NUM_EPISODES = 8
@@ -31,8 +32,8 @@ class Walk(SuiteEnv):
 
     name = "Walk"
 
-    def __init__(self):
-        super().__init__(max_steps_in_episode=5)
+    def __init__(self, auto_reset="full"):
+        super().__init__(max_steps_in_episode=5, auto_reset=auto_reset)
 
     def reset_env(self, key, params):
         jax.debug.callback(lambda: RESETS.append(1))
@@ -126,3 +127,17 @@ def test_an_ended_env_steps_on_only_where_its_suite_says_so(walk, steps_on):
     np.testing.assert_array_equal(result.returns, returns)
     np.testing.assert_array_equal(result.lengths, lengths)
     np.testing.assert_array_equal(result.complete, complete)
+
+
+@pytest.mark.parametrize("auto_reset", ["full", "cached"])
+def test_a_step_traced_without_reset_neither_resets_nor_restarts(auto_reset):
+    env = Walk(auto_reset=auto_reset)
+    key = jax.random.PRNGKey(3)
+    _, state = env.reset(key)
+    state = state.replace(inner=jnp.int32(4))  # one step from the end: 4 + 0..3 >= 5 for action 1
+    with without_reset():
+        obs, stepped, _, terminated, _, _ = jax.jit(lambda k, s, a: env.step(k, s, a))(key, state, 1)
+    assert bool(terminated)
+    assert int(stepped.inner) >= 5 and float(obs[0]) == int(stepped.inner)  # where the episode ended
+    _, restarted, _, _, _, _ = jax.jit(lambda k, s, a: env.step(k, s, a))(key, state, 1)  # with the (re)start
+    assert int(restarted.inner) < 4

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl_async.envs.suites.autoreset import reset_where
+from jaxrl_async.envs.suites.autoreset import reset_where, restart_where
 
 
 @struct.dataclass
@@ -51,11 +51,6 @@ class SuiteState:
     inner: Any  # the suite's own state
     time: jax.Array  # [] int32, steps into the episode
     first: Any = None  # auto_reset="cached": (obs, inner) of the env's first reset, where episodes restart
-
-
-def select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
-    """`on_true` where `pred` (a scalar), else `on_false`, leaf by leaf."""
-    return jax.tree.map(lambda a, b: jax.lax.select(pred, a, b), on_true, on_false)
 
 
 class SuiteEnv(abc.ABC):
@@ -160,7 +155,7 @@ class SuiteEnv(abc.ABC):
         done = terminated | truncated
         if self.auto_reset == "cached":
             restart = (state.first[0], self.restart_state(state.first[1], inner))
-            next_obs, next_inner = select_tree(done, restart, (obs, inner))
+            next_obs, next_inner = restart_where(done, restart, (obs, inner))
         else:
             next_obs, next_inner = reset_where(done, key_reset, (obs, inner),
                                                lambda key: self._reset_env(key, params))
