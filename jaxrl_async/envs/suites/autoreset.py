@@ -16,11 +16,11 @@ to be thrown away. A `vmap` over that (seeds over envs) folds into one batch, so
 once per step. `chunk=0` resets the whole batch in one go where any episode ended.
 
 `restart_where(done, restart, stepped)`: the auto-reset to a state at hand (`auto_reset="cached"`,
-each env restarting from its first reset's state): a select, as cheap as it sounds.
+each env restarting from its first reset's state), a select.
 
 `without_reset()`: a step traced under it leaves the envs whose episode ended where it ended, and
-its program holds no reset and no restart. For a caller that counts each env's first episode only (the
-evaluation, `rollout/evaluate.py`) the reset is dead code, and it is dear to compile: the batched
+its program holds no reset and no restart. For a caller that counts each env's first episode only
+(the evaluation, `rollout/evaluate.py`) the reset is dead code, and it is dear to compile: the batched
 rule holds the suite's reset twice (the chunked trips and the single ones), and a physics engine's
 reset compiles about as long as its step (docs/benchmarks.md, "Figures behind the code's comments").
 """
@@ -44,7 +44,7 @@ _WITHOUT_RESET = contextvars.ContextVar("without_reset", default=False)
 @contextlib.contextmanager
 def without_reset() -> Iterator[None]:
     """While it is open, `reset_where` and `restart_where` return `stepped` as it is: a step traced
-    here holds no reset (the caller takes over the envs whose episode ended). It acts where `reset_where` is
+    here holds no reset (the caller takes over the envs whose episode ended). It acts where they are
     traced: JAX's trace cache does not know of it, so a jitted function around the step, traced
     once, keeps the first way it was traced; the evaluation traces a step of its own."""
     token = _WITHOUT_RESET.set(True)
