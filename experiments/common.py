@@ -207,7 +207,7 @@ def study_main(config: TrainConfig, name: str, argv: list[str] | None, defaults:
 
 
 def run_script(main, compilation_cache: str | None = None) -> None:
-    """Run a script's `main` with the commands' settings (jaxrl_async/runtime.py), applied before
+    """Run a script's `main` with the commands' settings (jaxrl_async/trainer/runtime.py), applied before
     JAX starts: one device, since the seeds are vmapped, and the persistent compilation cache
     (`compilation_cache`: `configure_compilation_cache`'s setting; 'off' for none)."""
     from jaxrl_async.trainer.runtime import configure_compilation_cache, configure_cpu_runtime

@@ -105,7 +105,7 @@ class TrainConfigBase:
     normalize_obs: bool = False
     """Running observation normalisation (statistics live in the rollout state)."""
     action_noise_correlation: float = 0.0
-    """Gaussian policies (Box actions): correlation of the exploration noise between consecutive steps, eps_t = c eps_t-1 + sqrt(1 - c^2) z_t per env, redrawn at each episode's start; 0 is white noise, 0.99 keeps a push going for ~100 steps (MountainCarContinuous-v0's preset). Each step's noise stays standard normal, so the learners' log-probabilities are unchanged (jaxrl_async/exploration.py)."""
+    """Gaussian policies (Box actions): correlation of the exploration noise between consecutive steps, eps_t = c eps_t-1 + sqrt(1 - c^2) z_t per env, redrawn at each episode's start; 0 is white noise, 0.99 keeps a push going for ~100 steps (MountainCarContinuous-v0's preset). Each step's noise stays standard normal, so the learners' log-probabilities are unchanged (jaxrl_async/core/exploration.py)."""
     eval_episodes: int = 32
     """Complete episodes of the greedy policy per evaluation (per seed)."""
     eval_interval: int | Literal["auto"] = "auto"

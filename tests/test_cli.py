@@ -70,6 +70,17 @@ def test_flag_errors_name_the_flag(flags, message, capsys):
     assert message in _error_line(capsys)
 
 
+def test_a_value_the_config_refuses_shows_its_traceback_with_debug(capsys):
+    assert main(["train", "--num-envs", "0"]) == 2
+    line = _error_line(capsys)
+    assert "Error parsing config: num_envs=0 is invalid" in line and "(--debug shows the traceback)" in line, line
+    assert main(["train", "--num-envs", "0", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "__post_init__" in err, err  # the config's own check, where it raised
+    assert err.strip().splitlines()[-1] == "jaxrl-async train: error: Error parsing config: num_envs=0 is invalid: " \
+        "must be >= 1", err
+
+
 def test_a_flag_far_from_every_flag_gets_no_guess(capsys):
     assert main(["train", "--xyzzy"]) == 2
     line = _error_line(capsys)

@@ -1,4 +1,4 @@
-"""Temporally correlated exploration noise (jaxrl_async/exploration.py, `--action-noise-correlation`).
+"""Temporally correlated exploration noise (jaxrl_async/core/exploration.py, `--action-noise-correlation`).
 
 The noise must stay standard normal at every step (the learners' log-probabilities assume the
 policy's own Gaussian), correlate as asked between steps, start afresh with each episode, reach

@@ -194,12 +194,10 @@ def _missing_preset_note(given: dict) -> str | None:
     return presets.missing_preset_note(flags.get("env", TrainConfig.env), flags.get("algo"))
 
 
-class _Refused(Exception):
-    """A value given that a config's checks refuse: the message names the config, as tyro does."""
-
-
 def _over(default, given: dict, where: str = ""):
-    """The dataclass `default` with the values `given` over it, nested dataclasses likewise."""
+    """The dataclass `default` with the values `given` over it, nested dataclasses likewise; a
+    ValueError naming the config, as tyro does, for a value its checks refuse (`__post_init__`),
+    raised from the check's own (`--debug` shows both)."""
     if not given:
         return default
     nested = {name: _over(getattr(default, name), value, f"{where}.{name}" if where else name)
@@ -207,8 +205,8 @@ def _over(default, given: dict, where: str = ""):
     try:
         return dataclasses.replace(default, **{**given, **nested})
     except ValueError as error:  # a check of the config's own (__post_init__)
-        raise _Refused(f"Error parsing {where or type(default).__name__}: "
-                       f"{error.args[0] if error.args else error}") from error
+        raise ValueError(f"Error parsing {where or type(default).__name__}: "
+                         f"{error.args[0] if error.args else error}") from error
 
 
 def _train_command_from(given: dict, wants_help: bool) -> TrainCommand:
@@ -216,11 +214,10 @@ def _train_command_from(given: dict, wants_help: bool) -> TrainCommand:
     where it was asked for.
 
     Raises:
-      ValueError: bad input to the defaults (an unknown preset or env, an unreadable run).
-      SystemExit: after the help, or a one-line error for a value a config refuses.
+      ValueError: bad input to the defaults (an unknown preset or env, an unreadable run), or a
+        value a config refuses.
+      SystemExit: after the help.
     """
-    from jaxrl_async.cli.flags import refuse
-
     default = _default_command(given)
     if wants_help:
         from jaxrl_async.cli.help import print_help
@@ -231,10 +228,7 @@ def _train_command_from(given: dict, wants_help: bool) -> TrainCommand:
         print_help(default, TRAIN, shown=preset)
     # the preset picked the defaults, and they record it by name ('auto' resolved)
     flags = {name: value for name, value in given.get("config", {}).items() if name != "preset"}
-    try:
-        command = _over(default, {**given, "config": flags})
-    except _Refused as error:
-        refuse(TRAIN, str(error))
+    command = _over(default, {**given, "config": flags})
     if command.resume is not None:
         command = dataclasses.replace(command, config=dataclasses.replace(command.config, run_dir=command.resume))
     return command
@@ -245,8 +239,10 @@ def parse_train(args: list[str]) -> TrainCommand:
     `_train_command_from`).
 
     Raises:
-      ValueError: bad input to the defaults (an unknown preset or env, an unreadable run).
-      SystemExit: after the help, or a one-line error on stderr (an unknown flag, a bad value).
+      ValueError: bad input to the defaults (an unknown preset or env, an unreadable run), or a
+        value a config refuses.
+      SystemExit: after the help, or a one-line error on stderr (an unknown flag, a value that does
+        not parse).
     """
     return _train_command_from(*_given_train_flags(args))
 
