@@ -63,6 +63,11 @@ def test_an_env_without_a_preset_is_told_the_closest():
     assert note.endswith("the closest preset is brax:hopper (--preset brax:hopper applies it)")
     assert "closest preset is playground:CartpoleBalance" in presets.missing_preset_note("playground:CartpoleSwingup")
     assert presets.missing_preset_note("brax:ant") is None and presets.missing_preset_note("Pendulum-v1", "dqn") is None
+    # a host env: the same task's gymnax preset, never a suite's sized for thousands of device envs
+    assert presets.missing_preset_note("gymnasium:Pendulum-v1").endswith("closest preset is Pendulum-v1 "
+                                                                         "(--preset Pendulum-v1 applies it)")
+    for far in ("gymnasium:HalfCheetah-v5", "envpool:Pong-v5", "Pong-misc"):
+        assert "closest" not in presets.missing_preset_note(far), far
 
 
 @pytest.mark.parametrize("flags, says", [

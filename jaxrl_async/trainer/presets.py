@@ -23,6 +23,7 @@ import difflib
 from typing import Any
 
 from jaxrl_async.algorithms import TrainConfig
+from jaxrl_async.config import host_env_kind
 
 AUTO, NONE = "auto", "none"
 
@@ -479,14 +480,19 @@ def resolve(preset: str, env: str, algo: str | None = None) -> Preset | None:
 
 def missing_preset_note(env: str, algo: str | None = None) -> str | None:
     """One line for a user whose `env` has no preset under `--preset auto` (None where it has
-    one): it trains with the plain defaults, and the closest preset by name (the same suite's
-    first) is named with the flag that applies it."""
+    one): it trains with the plain defaults, and the closest preset is named with the flag that
+    applies it. For a suite's env, the closest of that suite's presets (its published settings);
+    for a host env or a gymnax one, a gymnax preset whose name is close (a host env's the same
+    task's: `gymnasium:Pendulum-v1` -> `Pendulum-v1`), never a suite's, which is sized for
+    thousands of envs on an accelerator; none where no name is close."""
     if resolve(AUTO, env, algo) is not None:
         return None
-    suite = env.split(":", 1)[0] + ":" if ":" in env else ""
-    names = sorted(PRESETS)
-    same_suite = [name for name in names if suite and name.startswith(suite)]
-    close = difflib.get_close_matches(env, same_suite or names, n=1, cutoff=0.0)
+    prefix, _, name = env.rpartition(":")
+    plain = [preset for preset in sorted(PRESETS) if ":" not in preset]
+    if prefix and not host_env_kind(env):
+        close = difflib.get_close_matches(env, [p for p in sorted(PRESETS) if p.startswith(prefix + ":")], 1, 0.0)
+    else:
+        close = difflib.get_close_matches(name, plain, n=1, cutoff=0.6)
     hint = f"; the closest preset is {close[0]} (--preset {close[0]} applies it)" if close else ""
     return (f"note: {env} has no preset for {algo or 'ppo'}: training with the plain defaults (made for "
             f"CartPole-v1: {TrainConfig.num_envs} envs x {TrainConfig.num_steps} steps, a "
