@@ -48,7 +48,8 @@ def _cpu_seconds(lowered) -> float:
 def env_only_program(env, env_params, num_episodes: int, num_seeds: int, keep_obs: bool = False):
     """The env's own part of an evaluation, per seed: reset `num_episodes` envs, then step them on
     sampled actions until each one's first episode ended (or the time limit); the undiscounted
-    returns. What stays when the policy and the restart of finished envs are taken out.
+    returns, and the last observations summed (0 without `keep_obs`). What stays when the policy
+    and the restart of finished envs are taken out.
 
     No one reads the observations there, so XLA drops their computation from the step; with
     `keep_obs` the last step's observations are returned too (summed), so that each step computes

@@ -60,14 +60,17 @@ def test_a_locomotion_env_without_its_robot_model_is_refused_before_any_download
 def test_an_env_without_a_preset_is_told_the_closest():
     note = presets.missing_preset_note("brax:reacher")
     assert note.startswith("note: brax:reacher has no preset for ppo: training with the plain defaults")
-    assert note.endswith("the closest preset is brax:hopper (--preset brax:hopper applies it)")
+    # brax:hopper is the closer name, but its preset is SAC's: the closest for PPO is named
+    assert note.endswith("the closest preset is brax:halfcheetah (--preset brax:halfcheetah applies it)")
     assert "closest preset is playground:CartpoleBalance" in presets.missing_preset_note("playground:CartpoleSwingup")
     assert presets.missing_preset_note("brax:ant") is None and presets.missing_preset_note("Pendulum-v1", "dqn") is None
-    # a host env: the same task's gymnax preset, never a suite's sized for thousands of device envs
-    assert presets.missing_preset_note("gymnasium:Pendulum-v1").endswith("closest preset is Pendulum-v1 "
-                                                                         "(--preset Pendulum-v1 applies it)")
-    for far in ("gymnasium:HalfCheetah-v5", "envpool:Pong-v5", "Pong-misc"):
-        assert "closest" not in presets.missing_preset_note(far), far
+    # a host env: the same task's gymnax preset for the same learner (Pendulum-v1's own is SAC's),
+    # never a suite's sized for thousands of device envs
+    assert presets.missing_preset_note("gymnasium:Pendulum-v1").endswith("closest preset is Pendulum-v1:ppo "
+                                                                         "(--preset Pendulum-v1:ppo applies it)")
+    for far, algo in (("gymnasium:HalfCheetah-v5", None), ("envpool:Pong-v5", None), ("Pong-misc", None),
+                      ("CartPole-v1", "a2c")):  # CartPole-v1's own preset is PPO's
+        assert "closest" not in presets.missing_preset_note(far, algo), far
 
 
 @pytest.mark.parametrize("flags, says", [

@@ -480,21 +480,23 @@ def resolve(preset: str, env: str, algo: str | None = None) -> Preset | None:
 
 def missing_preset_note(env: str, algo: str | None = None) -> str | None:
     """One line for a user whose `env` has no preset under `--preset auto` (None where it has
-    one): it trains with the plain defaults, and the closest preset is named with the flag that
-    applies it. For a suite's env, the closest of that suite's presets (its published settings);
-    for a host env or a gymnax one, a gymnax preset whose name is close (a host env's the same
-    task's: `gymnasium:Pendulum-v1` -> `Pendulum-v1`), never a suite's, which is sized for
-    thousands of envs on an accelerator; none where no name is close."""
+    one): it trains with the plain defaults, and the closest env's preset for the same learner is
+    named with the flag that applies it. For a suite's env, the closest of that suite's envs (its
+    published settings); for a host env or a gymnax one, a gymnax env whose name is close (a host
+    env's the same task: `gymnasium:Pendulum-v1` -> `Pendulum-v1:ppo`), never a suite's, whose
+    presets are sized for thousands of envs on an accelerator; none where no name is close."""
     if resolve(AUTO, env, algo) is not None:
         return None
+    algo = algo or TrainConfig.algo
     prefix, _, name = env.rpartition(":")
-    plain = [preset for preset in sorted(PRESETS) if ":" not in preset]
     if prefix and not host_env_kind(env):
-        close = difflib.get_close_matches(env, [p for p in sorted(PRESETS) if p.startswith(prefix + ":")], 1, 0.0)
+        target, envs, cutoff = env, [e for e in PRESETS if e.startswith(prefix + ":")], 0.0
     else:
-        close = difflib.get_close_matches(name, plain, n=1, cutoff=0.6)
-    hint = f"; the closest preset is {close[0]} (--preset {close[0]} applies it)" if close else ""
-    return (f"note: {env} has no preset for {algo or 'ppo'}: training with the plain defaults (made for "
+        target, envs, cutoff = name, [e for e in PRESETS if ":" not in e], 0.6
+    ranked = difflib.get_close_matches(target, sorted(envs), n=len(envs), cutoff=cutoff) if envs else []
+    close = next((preset for preset in (resolve(AUTO, e, algo) for e in ranked) if preset is not None), None)
+    hint = f"; the closest preset is {close.name} (--preset {close.name} applies it)" if close else ""
+    return (f"note: {env} has no preset for {algo}: training with the plain defaults (made for "
             f"CartPole-v1: {TrainConfig.num_envs} envs x {TrainConfig.num_steps} steps, a "
             f"{'x'.join(map(str, TrainConfig().network.hidden_sizes))} MLP){hint}")
 
