@@ -51,9 +51,8 @@ def env_only_program(env, env_params, num_episodes: int, num_seeds: int, keep_ob
     returns, and the last observations summed (0 without `keep_obs`). What stays when the policy
     and the restart of finished envs are taken out.
 
-    No one reads the observations there, so XLA drops their computation from the step; with
-    `keep_obs` the last step's observations are returned too (summed), so that each step computes
-    them, as it must where a policy acts on them."""
+    Without `keep_obs` no one reads the observations, so XLA drops their computation from the
+    step; with it, each step computes them, as it must where a policy acts on them."""
     max_steps = int(getattr(env_params, "max_steps_in_episode", 0)) or 10_000
     sample = jax.vmap(env.action_space(env_params).sample)
     reset_env = jax.vmap(env.reset, in_axes=(0, None))

@@ -49,7 +49,7 @@ def create_run_dir(path: str) -> str:
 
 def write_json(path: str, data: Any) -> None:
     """Write JSON atomically: a reader never sees half a file."""
-    _write_atomically(path, json.dumps(to_jsonable(data), indent=2) + "\n")
+    write_atomic(path, (json.dumps(to_jsonable(data), indent=2) + "\n").encode())
 
 
 def config_record(config: dict) -> dict:
@@ -62,13 +62,7 @@ def config_record(config: dict) -> dict:
 def write_config(run_dir: str, config: dict) -> None:
     """The run's config.json, atomically; an infinite value as JSON's `Infinity` extension, which
     Python's json reads back."""
-    _write_atomically(os.path.join(run_dir, CONFIG_FILE), json.dumps(config_record(config), indent=2) + "\n")
-
-
-def _write_atomically(path: str, text: str) -> None:
-    """Write `text` as the checkpoints are written (`checkpoint.write_atomic`): a temporary file,
-    fsynced, renamed over `path`, and removed where the write fails."""
-    write_atomic(path, text.encode("utf-8"))
+    write_atomic(os.path.join(run_dir, CONFIG_FILE), (json.dumps(config_record(config), indent=2) + "\n").encode())
 
 
 def drop_metrics_after(run_dir: str, update: int) -> None:
@@ -82,7 +76,7 @@ def drop_metrics_after(run_dir: str, update: int) -> None:
         lines = f.readlines()
     kept = [line for line in lines if _metrics_update(line) <= update]
     if len(kept) < len(lines):
-        _write_atomically(path, "".join(kept))
+        write_atomic(path, "".join(kept).encode())
 
 
 def drop_summary(run_dir: str) -> None:
