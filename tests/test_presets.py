@@ -158,6 +158,18 @@ def test_config_for_none_is_the_plain_defaults():
     assert presets.config_for("Pong-misc") == TrainConfig(env="Pong-misc")  # auto, and no preset exists
 
 
+@pytest.mark.parametrize("env, preset, algo", [
+    ("CartPole-v1", "auto", "a2c"),  # CartPole has no A2C preset: the plain defaults, for A2C
+    ("Acrobot-v1", "auto", "impala"),
+    ("CartPole-v1", "none", "reinforce"),
+    ("Breakout-MinAtar", "Breakout-MinAtar", "a2c"),  # a PPO preset asked for by name, for A2C
+])
+def test_config_for_trains_the_learner_asked_for(env, preset, algo):
+    cfg = presets.config_for(env, preset, algo=algo)
+    assert cfg.algo == algo and cfg.env == env
+    assert cfg == parse_train(["--env", env, "--preset", preset, "--algo", algo]).config  # as the CLI's
+
+
 def test_an_unknown_preset_names_the_valid_ones():
     with pytest.raises(ValueError, match=r"preset='Breakout' is unknown: choose 'auto' .*'none' .*Breakout-MinAtar"):
         presets.resolve("Breakout", "Breakout-MinAtar")

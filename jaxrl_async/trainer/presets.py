@@ -515,7 +515,9 @@ def cpu_note(config: TrainConfig, given: set[str]) -> str | None:
 
 def config_for(env: str, preset: str = AUTO, base: TrainConfig | None = None, algo: str | None = None) -> TrainConfig:
     """A TrainConfig for `env` and `algo` (None: the learner the env's preset names): `base`
-    (default: the plain defaults) with the preset over it."""
+    (default: the plain defaults) with the preset over it, and `algo` over both, as the CLI's
+    --algo is over the preset it picked."""
     config = dataclasses.replace(base or TrainConfig(), env=env, preset=NONE)
     chosen = resolve(preset, env, algo)
-    return config if chosen is None else chosen.apply(config)
+    config = config if chosen is None else chosen.apply(config)
+    return config if algo is None else dataclasses.replace(config, algo=algo)
