@@ -21,6 +21,7 @@ _PUBLIC = {
     "make_env": "jaxrl_async.envs",
     "MultiDiscrete": "jaxrl_async.envs.spaces",
     "registered_env_ids": "jaxrl_async.envs",
+    "register_env": "jaxrl_async.envs",
     "configure_cpu_runtime": "jaxrl_async.trainer.runtime",
     "configure_compilation_cache": "jaxrl_async.trainer.runtime",
 }

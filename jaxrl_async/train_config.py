@@ -71,7 +71,7 @@ class TrainConfigBase:
     env_kwargs: tuple[str, ...] = ()
     """Keyword arguments of the env's constructor, as KEY=VALUE (VALUE read as JSON where it is, else a string): e.g. --env brax:ant --env-kwargs backend=positional episode_length=500 (the suites' adapters list theirs: docs/suites.md)."""
     preset: str = "none"
-    """Preset the settings start from: 'auto' (the CLI's default: the env's own preset for the learner --algo names, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/trainer/presets.py). Recorded in config.json by the name 'auto' resolved to."""
+    """Preset the settings start from: 'auto' (the CLI's default: the env's own preset for the learner --algo names, where it has one), 'none' (the plain defaults), or a preset's name; flags given beside it override its values; `jaxrl-async envs` lists the presets (jaxrl_async/trainer/presets.py). Recorded in config.json by the name 'auto' resolved to. From Python this field only records the preset: jaxrl_async.trainer.presets.config_for(env, preset) applies one."""
     algo: str = "ppo"
     """Learning algorithm (docs/learners.md compares them); all share the rollout and the learner hyperparameters below; those that learn from a replay buffer also take the replay flags (--replay-capacity ...), and a learner with flags of its own has its group of them below."""
     total_timesteps: int = 500_000
@@ -146,6 +146,14 @@ class TrainConfigBase:
         require(self.algo in self.learners, "algo", self.algo,
                 f"choose one of {', '.join(self.learners)}" if self.learners else
                 "TrainConfigBase knows no learner: use jaxrl_async.TrainConfig, which has the registry's")
+        require(isinstance(self.env, str) and bool(self.env), "env", self.env,
+                "must be an env id (a string); an env of your own trains by its id once registered: "
+                "jaxrl_async.register_env('MyEnv-v0', factory), then env='MyEnv-v0'")
+        # 'auto' is resolved by the CLI and `presets.config_for`, before a config exists: a config
+        # holding it would train with whatever its other fields say, not with the preset
+        require(self.preset != "auto", "preset", self.preset,
+                "'auto' is resolved where a config is made: from Python, "
+                "jaxrl_async.trainer.presets.config_for(env) applies the env's preset")
         require(self.mode in ("fused", "async"), "mode", self.mode, "choose fused or async")
         require(self.total_timesteps >= 1, "total_timesteps", self.total_timesteps, "must be >= 1")
         require(self.num_envs >= 1, "num_envs", self.num_envs, "must be >= 1")

@@ -148,6 +148,7 @@ def test_unknown_id_suggests_close_matches(bad_id, suggestion):
     assert repr(bad_id) in message
     assert repr(suggestion) in message
     assert "`jaxrl-async envs` lists" in message and "registered_env_ids()" in message
+    assert "jaxrl_async.register_env adds your own" in message
 
 
 def test_unknown_id_without_close_match():
@@ -168,6 +169,9 @@ def test_mnist_refused_before_construction(monkeypatch):
 
 
 def test_register_env(monkeypatch):
+    import jaxrl_async
+
+    assert jaxrl_async.register_env is register_env  # the top-level name README gives
     monkeypatch.setattr(registry, "_USER_FACTORIES", {})
     register_env("My-Constant", lambda **kwargs: envs.ConstantRewardProbe(**kwargs))
     assert "My-Constant" in registered_env_ids()

@@ -214,6 +214,15 @@ def test_a_mode_misspelt_from_python_is_refused(base_config):
         dataclasses.replace(base_config, mode="fuse")
 
 
+def test_an_env_object_or_an_unresolved_preset_is_refused_from_python(base_config):
+    """Neither would train as asked: an env object is not an id (`register_env` gives it one), and
+    a config holding preset='auto' trains with its other fields, not with the env's preset."""
+    with pytest.raises(ValueError, match=r"env=<object .*> is invalid: must be an env id .*jaxrl_async.register_env"):
+        dataclasses.replace(base_config, env=object())
+    with pytest.raises(ValueError, match=r"preset='auto' is invalid: .*trainer\.presets\.config_for\(env\) applies"):
+        dataclasses.replace(base_config, preset="auto")
+
+
 def test_a_replay_run_that_ends_before_it_learns_says_so(base_config):
     dqn = dataclasses.replace(base_config, algo="dqn", num_envs=4, num_steps=8, total_timesteps=4096,
                               replay=ReplayConfig(learning_starts=5000))
