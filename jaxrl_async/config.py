@@ -10,9 +10,13 @@ flag's help text. Derived sizes are properties, never written back. Invalid valu
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
-from typing import Literal
+import numbers
+import types as types_module
+import typing
+from typing import Any, Callable, Literal
 
 
 
@@ -21,6 +25,51 @@ def require(condition: bool, field: str, value, allowed: str) -> None:
     the value and what is allowed."""
     if not condition:
         raise ValueError(f"{field}={value!r} is invalid: {allowed}")
+
+
+@functools.cache
+def _field_types(cls: type) -> tuple[tuple[str, Any], ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple((field.name, hints[field.name]) for field in dataclasses.fields(cls))
+
+
+def _kind(hint) -> tuple[Callable[[Any], bool], str]:
+    """Whether a value is of the annotation `hint`'s kind, and the kind in words. A Literal's
+    values are its own field's rule to check (with the choices named), so here only their type is."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is bool:
+        return (lambda v: isinstance(v, bool)), "True or False"
+    if hint is int:
+        return (lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)), "an integer"
+    if hint is float:
+        return (lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)), "a number"
+    if hint is str:
+        return (lambda v: isinstance(v, str)), "a string"
+    if hint is type(None):
+        return (lambda v: v is None), "None"
+    if origin is Literal:
+        types = tuple({type(arg) for arg in args})
+        return (lambda v: isinstance(v, types) and not (isinstance(v, bool) and bool not in types)), \
+            " or ".join(repr(arg) for arg in args)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        fits, words = _kind(args[0])
+        return (lambda v: isinstance(v, (tuple, list)) and all(fits(x) for x in v)), f"a tuple of {words.split(' ', 1)[-1]}s"
+    if origin in (typing.Union, types_module.UnionType):
+        kinds = [_kind(arg) for arg in args]
+        return (lambda v: any(fits(v) for fits, _ in kinds)), ", or ".join(words for _, words in kinds)
+    if isinstance(hint, type):
+        return (lambda v: isinstance(v, hint)), f"a {hint.__name__}"
+    return (lambda v: True), "anything"
+
+
+def require_field_types(config) -> None:
+    """A ValueError naming the first field of the dataclass `config` whose value is not of its
+    annotated type (`num_envs=4.5`, `learning_rate='fast'`), before the field's own rules compare
+    it: they would fail on it with a TypeError naming no field, or pass it on to fail in a run."""
+    for name, hint in _field_types(type(config)):
+        fits, words = _kind(hint)
+        value = getattr(config, name)
+        require(fits(value), name, value, f"must be {words}")
 
 
 # Host environments (`envs/host/`): stepped on the host, not JAX functions.
@@ -87,6 +136,7 @@ class NetworkConfig:
     """Units of the recurrent core."""
 
     def __post_init__(self):
+        require_field_types(self)
         require(len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
                 "hidden_sizes", self.hidden_sizes, "give one or more positive layer widths, e.g. 64 64")
         require(self.activation in ACTIVATIONS, "activation", self.activation, f"choose one of {ACTIVATIONS}")
@@ -172,6 +222,7 @@ class LearnerConfig:
     """IMPALA: V-trace's clipping of the importance ratio in the policy gradient."""
 
     def __post_init__(self):
+        require_field_types(self)
         require(self.update_epochs >= 1, "update_epochs", self.update_epochs, "must be >= 1")
         require(self.num_minibatches >= 1, "num_minibatches", self.num_minibatches, "must be >= 1")
         require(math.isfinite(self.learning_rate) and self.learning_rate > 0,
@@ -216,6 +267,7 @@ class ReplayConfig:
     """Added to |TD error| before the exponent, so no written transition's priority is 0 (unused when priority_exponent is 0)."""
 
     def __post_init__(self):
+        require_field_types(self)
         require(self.replay_capacity >= 1, "replay_capacity", self.replay_capacity, "must be >= 1")
         require(self.learning_starts >= 1, "learning_starts", self.learning_starts,
                 "must be >= 1 (the first gradient step needs a transition to sample)")

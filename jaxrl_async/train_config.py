@@ -13,7 +13,7 @@ import dataclasses
 from typing import ClassVar, Literal
 
 from jaxrl_async.config import (MATMUL_PRECISIONS, REPLAY_FIELDS, LearnerConfig, NetworkConfig, ReplayConfig,
-                                check_minibatches, host_env_kind, parse_env_kwargs, require)
+                                check_minibatches, host_env_kind, parse_env_kwargs, require, require_field_types)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +154,7 @@ class TrainConfigBase:
         require(self.preset != "auto", "preset", self.preset,
                 "'auto' is resolved where a config is made: from Python, "
                 "jaxrl_async.trainer.presets.config_for(env) applies the env's preset")
+        require_field_types(self)
         require(self.mode in ("fused", "async"), "mode", self.mode, "choose fused or async")
         require(self.total_timesteps >= 1, "total_timesteps", self.total_timesteps, "must be >= 1")
         require(self.num_envs >= 1, "num_envs", self.num_envs, "must be >= 1")
@@ -202,6 +203,10 @@ class TrainConfigBase:
                 f"choose one of {', '.join(MATMUL_PRECISIONS)}")
         require(self.total_timesteps >= self.batch_size, "total_timesteps", self.total_timesteps,
                 f"must be at least one rollout, num_envs*num_steps={self.batch_size}")
+        # the programs count updates in int32 (JAX's integers without x64)
+        require(self.num_updates < 2**31, "total_timesteps", self.total_timesteps,
+                f"must be under 2**31 rollouts of num_envs*num_steps={self.batch_size} env steps (the update "
+                "count is an int32)")
         require(0.0 <= self.action_noise_correlation < 1.0, "action_noise_correlation", self.action_noise_correlation,
                 "must be in [0, 1): 0 is white noise, 0.99 correlates actions over ~100 steps")
         parse_env_kwargs(self.env_kwargs)

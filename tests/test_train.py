@@ -9,6 +9,7 @@ import threading
 
 import chex
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given
@@ -179,6 +180,12 @@ def test_sweep_hparams_lays_out_the_grid_point_by_point():
         sweep_hparams(LearnerConfig(), 2, num_minibatches=[2, 4])
     with pytest.raises(ValueError, match="at least one value"):
         sweep_hparams(LearnerConfig(), 2, learning_rate=[])
+    # each point by the rules its flag has: a negative step size trained before
+    with pytest.raises(ValueError, match=r"^sweep point \{'learning_rate': -0.001\} is invalid: learning_rate=-0.001 "
+                                         r"is invalid: must be a finite number > 0$"):
+        sweep_hparams(LearnerConfig(), 1, learning_rate=[-1e-3, 1e-3])
+    hparams, _ = sweep_hparams(LearnerConfig(), 1, clip_eps=jnp.asarray([0.1, 0.2]))  # an array's elements
+    np.testing.assert_allclose(hparams.clip_eps, [0.1, 0.2])
 
 
 def test_sweep_of_the_wrong_size_is_a_clear_error(base_config):
@@ -212,6 +219,36 @@ def test_a_mode_misspelt_from_python_is_refused(base_config):
     """The CLI's choices guard --mode; a Python caller's "fuse" would otherwise train asynchronously."""
     with pytest.raises(ValueError, match="mode='fuse' is invalid: choose fused or async"):
         dataclasses.replace(base_config, mode="fuse")
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"num_envs": 4.5}, "num_envs=4.5 is invalid: must be an integer"),  # was blamed on num_actors
+    ({"num_envs": "4"}, "num_envs='4' is invalid: must be an integer"),  # was a TypeError naming no field
+    ({"total_timesteps": True}, "total_timesteps=True is invalid: must be an integer"),
+    ({"learning_rate": "fast"}, "learning_rate='fast' is invalid: must be a number"),
+    ({"hidden_sizes": 64}, "hidden_sizes=64 is invalid: must be a tuple of integers"),
+    ({"env_kwargs": {"foo": 1}}, "env_kwargs={'foo': 1} is invalid: must be a tuple of strings"),
+    ({"eval_interval": 2.5}, "eval_interval=2.5 is invalid: must be an integer, or 'auto'"),
+    ({"layer_norm": 1}, "layer_norm=1 is invalid: must be True or False"),  # a learner's own section
+    ({"priority_exponent": None}, "priority_exponent=None is invalid: must be a number"),
+])
+def test_a_value_of_the_wrong_type_is_refused_naming_its_field(base_config, fields, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        base_config.with_fields(**fields)
+
+
+def test_a_budget_past_the_int32_update_count_is_refused(base_config):
+    """1e20 steps ran out of memory laying out the schedule, with a traceback."""
+    batch = base_config.batch_size
+    with pytest.raises(ValueError, match=rf"total_timesteps=100000000000000000000 is invalid: must be under 2\*\*31 "
+                                         rf"rollouts of num_envs\*num_steps={batch} env steps"):
+        dataclasses.replace(base_config, total_timesteps=10**20)
+    assert dataclasses.replace(base_config, total_timesteps=(2**31 - 1) * batch).num_updates == 2**31 - 1
+
+
+def test_values_of_the_right_kind_pass_the_type_check(base_config):
+    cfg = base_config.with_fields(learning_rate=1, hidden_sizes=[32, 32], num_envs=np.int64(8), gamma=np.float32(0.9))
+    assert cfg.learner.learning_rate == 1 and cfg.network.hidden_sizes == [32, 32] and cfg.num_envs == 8
 
 
 def test_an_env_object_or_an_unresolved_preset_is_refused_from_python(base_config):

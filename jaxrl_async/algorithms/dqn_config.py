@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxrl_async.config import require
+from jaxrl_async.config import require, require_field_types
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +33,7 @@ class DQNConfig:
     """DQN, PQN: fraction of total_timesteps over which epsilon decays linearly to epsilon_end."""
 
     def __post_init__(self):
+        require_field_types(self)
         require(self.huber_delta > 0, "huber_delta", self.huber_delta, "must be > 0")
         require(self.target_update_period >= 1, "target_update_period", self.target_update_period, "must be >= 1")
         require(0.0 < self.target_update_tau <= 1.0, "target_update_tau", self.target_update_tau,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from jaxrl_async.config import require_field_types
+
 
 @dataclasses.dataclass(frozen=True)
 class PQNConfig:
@@ -19,3 +21,6 @@ class PQNConfig:
 
     layer_norm: bool = True
     """PQN: LayerNorm before each hidden nonlinearity of the Q-network, which keeps Q-learning without a target network stable (Gallici et al. 2025); --no-layer-norm for the plain MLP / CNN."""
+
+    def __post_init__(self):
+        require_field_types(self)

@@ -11,7 +11,7 @@ import dataclasses
 import math
 from typing import Literal
 
-from jaxrl_async.config import require
+from jaxrl_async.config import require, require_field_types
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +29,7 @@ class SACConfig:
     """SAC: learn the temperature towards target_entropy (else it stays at init_temperature)."""
 
     def __post_init__(self):
+        require_field_types(self)
         require(0.0 < self.tau <= 1.0, "tau", self.tau,
                 "must be in (0, 1]: the target critics move that part of the way each gradient step")
         require(self.target_entropy == "auto" or (isinstance(self.target_entropy, (int, float))

@@ -72,6 +72,12 @@ def sweep_hparams(cfg, seeds_per_point: int, **axes: Sequence[float]) -> tuple[L
         raise ValueError(f"a sweep needs seeds_per_point >= 1 (got {seeds_per_point}) and at least one "
                          "value per swept field")
     points = [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
+    for point in points:  # each point by the config's own rules, as its flags would be
+        try:
+            dataclasses.replace(cfg, **{name: float(value) if hasattr(value, "__float__") else value
+                                        for name, value in point.items()})  # an array's element too
+        except ValueError as error:
+            raise ValueError(f"sweep point {point} is invalid: {error}") from error
     base = LearnerHyperparams.from_config(cfg)
     columns = {name: jnp.asarray([point.get(name, getattr(base, name)) for point in points], jnp.float32)
                for name in fields}

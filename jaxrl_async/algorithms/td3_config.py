@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from jaxrl_async.config import require
+from jaxrl_async.config import require, require_field_types
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +32,7 @@ class TD3Config:
     """TD3: the target actor's and critics' Polyak step at each actor update, target <- tau*online + (1-tau)*target."""
 
     def __post_init__(self):
+        require_field_types(self)
         require(math.isfinite(self.exploration_noise) and self.exploration_noise > 0, "exploration_noise",
                 self.exploration_noise, "must be a finite number > 0, a fraction of half the action range (e.g. 0.1)")
         require(isinstance(self.policy_delay, int) and self.policy_delay >= 1, "policy_delay", self.policy_delay,
