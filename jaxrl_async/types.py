@@ -159,7 +159,7 @@ class Algorithm(NamedTuple):
     host: `HostHooks`, how the host side treats its state (default: like any other)
 
     `behaviour`, where a learner has one, gives the params the rollout acts with after
-    `env_steps` env steps per seed (`[]` int32) from params published earlier: the parts of the
+    `env_steps` env steps per seed (`[]` float32) from params published earlier: the parts of the
     behaviour policy that follow the env steps taken (DQN's epsilon, SAC's random warm-up), so
     an async actor whose params are a version behind acts as the fused mode would. It keeps
     the params' shapes (any leading seed axis included).

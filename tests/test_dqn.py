@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cli_checks import assert_train_refuses  # tests/cli_checks.py
-from jaxrl_async.algorithms.dqn import epsilon_schedule, q_learning_loss
+from jaxrl_async.algorithms.dqn import env_steps_of, epsilon_schedule, q_learning_loss
 from jaxrl_async.cli.main import parse_train
 from jaxrl_async.trainer.build import build
 from jaxrl_async.algorithms.dqn_config import DQNConfig
@@ -58,6 +58,18 @@ def test_epsilon_decays_linearly_then_stays():
     epsilon = epsilon_schedule(DQNConfig(epsilon_start=1.0, epsilon_end=0.1, epsilon_decay_fraction=0.5), 1000)
     np.testing.assert_allclose([epsilon(jnp.int32(s)) for s in (0, 250, 500, 900)], [1.0, 0.55, 0.1, 0.1],
                                rtol=1e-6)
+
+
+def test_epsilon_follows_its_schedule_past_two_to_the_31_env_steps():
+    """A long run (PQN on Atari, billions of steps per seed) counts its env steps in float32: the
+    int32 product of updates and batch wrapped negative past 2**31, and epsilon rose past its start."""
+    epsilon = epsilon_schedule(DQNConfig(epsilon_start=1.0, epsilon_end=0.1, epsilon_decay_fraction=0.5), 8 * 10**9)
+    updates = jnp.int32(2**31 // 1024 + 1)  # of 1024 env steps each: just past 2**31 steps
+    assert int(updates * 1024) < 0  # what the int32 product gave
+    np.testing.assert_allclose(float(env_steps_of(updates, 1024)), 2**31 + 1024, rtol=1e-7)
+    np.testing.assert_allclose(float(epsilon(env_steps_of(updates, 1024))), 1.0 - 0.9 * (2**31 + 1024) / 4e9,
+                               rtol=1e-6)
+    np.testing.assert_allclose(float(epsilon(env_steps_of(jnp.int32(6 * 10**6), 1024))), 0.1, rtol=1e-6)  # 6e9
 
 
 def test_epsilon_greedy_acts_and_scores_as_stated():

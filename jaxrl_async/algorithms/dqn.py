@@ -43,6 +43,12 @@ from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
 
 
+def env_steps_of(update_count: jax.Array, batch_size: int) -> jax.Array:
+    """The env steps per seed that `update_count` updates of `batch_size` steps took, as float32:
+    the int32 product wraps negative past 2**31 steps, and the schedule would start over."""
+    return update_count.astype(jnp.float32) * batch_size
+
+
 def epsilon_schedule(dqn_cfg, total_timesteps: int) -> Callable[[jax.Array], jax.Array]:
     """env steps done -> epsilon: linear from epsilon_start to epsilon_end over the decay, then flat."""
     decay_steps = max(1.0, dqn_cfg.epsilon_decay_fraction * total_timesteps)
@@ -140,7 +146,7 @@ def make_dqn(cfg, replay_cfg, dqn_cfg, policy: Policy, q_values: Callable, *, nu
         buffer = buffer.replace(priorities=priorities, max_priority=max_priority)
         acted_epsilon = state.params.epsilon  # the rate this fragment was collected with
         update_count = state.update_count + 1
-        params = state.params.replace(network=network, epsilon=epsilon(update_count * num_envs * num_steps))
+        params = state.params.replace(network=network, epsilon=epsilon(env_steps_of(update_count, num_envs * num_steps)))
         state = state.replace(params=params, opt_state=opt_state, key=start.key, update_count=update_count,
                               extra=ReplayState(nets=target_network, buffer=buffer, gradient_steps=gradient_steps))
         metrics = {**metrics, "learning_rate": learning_rate, "epsilon": acted_epsilon,

@@ -32,7 +32,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async.algorithms.dqn import epsilon_schedule
+from jaxrl_async.algorithms.dqn import env_steps_of, epsilon_schedule
 from jaxrl_async.algorithms.sgd import LearnerHyperparams, make_learner, replay_batch
 from jaxrl_async.config import check_minibatches
 from jaxrl_async.speed import SpeedSettings
@@ -104,7 +104,7 @@ def make_pqn(cfg, exploration_cfg, policy: Policy, q_values: Callable, *, num_up
         target = returns(state.params.network, trajectory)
         # the fragment's returns take the place of the rollout's GAE targets, the batch's `target`
         learner, metrics = sgd.update(state.replace(params=state.params.network), trajectory.replace(target=target))
-        params = QParams(network=learner.params, epsilon=epsilon(learner.update_count * num_envs * num_steps))
+        params = QParams(network=learner.params, epsilon=epsilon(env_steps_of(learner.update_count, num_envs * num_steps)))
         metrics = {**metrics, "epsilon": state.params.epsilon,  # the rate this fragment was collected with
                    "q_lambda_return_mean": jnp.mean(target)}
         return learner.replace(params=params), metrics

@@ -111,11 +111,12 @@ def behaviour_hook(c: Components, state: TrainState):
     if c.algo.behaviour is None:
         return None
     act_params = jax.jit(c.algo.behaviour)
-    jax.block_until_ready(act_params(state.learner.params, jnp.int32(0)))  # compiled here, not in rollout 0
+    # env steps as float32: an int32 would overflow past 2**31 steps per seed
+    jax.block_until_ready(act_params(state.learner.params, jnp.float32(0)))  # compiled here, not in rollout 0
     batch_size = c.cfg.batch_size
 
     def behaviour(params, version: int, index: int):
-        return params if version == index else act_params(params, jnp.int32(index * batch_size))
+        return params if version == index else act_params(params, jnp.float32(index * batch_size))
 
     return behaviour
 
