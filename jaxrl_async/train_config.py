@@ -31,6 +31,8 @@ class LearnerSpec:
       resume_fixed: fields of its section that shape its checkpointed state.
       hparams_read: the per-seed hyperparameters (`LearnerHyperparams`' fields) its update reads:
         what a sweep (`sweep_hparams`) may vary for it.
+      reads: fields of other learners' sections it reads too, as "section.field" (PQN's epsilon
+        schedule is DQN's flags); the rest of those sections it ignores (`unread_flags`).
     """
 
     name: str
@@ -41,6 +43,7 @@ class LearnerSpec:
     whole_sequences: bool = False
     resume_fixed: tuple[str, ...] = ()
     hparams_read: tuple[str, ...] = ("learning_rate",)
+    reads: tuple[str, ...] = ()
 
 
 # What a resumed run must keep: these fields shape the checkpointed state or give it its meaning (and
@@ -289,6 +292,30 @@ class TrainConfigBase:
         return (f"note: learning_starts={self.replay.learning_starts} is more than the run's {steps} env steps per "
                 "seed: it fills the replay buffer and takes no gradient step; lower --learning-starts or raise "
                 "--total-timesteps")
+
+    def unread_flags(self, given: dict) -> list[str]:
+        """The flags among `given` (the fields set, nested by section as the CLI parses them) that
+        this run's learner ignores, by what the registry says of the learners: another learner's
+        own section's (but those it `reads`), the replay's for a learner without replay, and the
+        per-seed hyperparameters outside its `hparams_read` (`--clip-eps` for A2C, `--ent-coef` for
+        DQN). The shared flags some learners skip (`--gae-lambda` for DQN) are not told."""
+        spec = self.learner_spec
+        unread = {name: [field for field in given.get(name, {}) if f"{name}.{field}" not in spec.reads]
+                  for name, other in self.learners.items() if other.section is not None and name != spec.name}
+        if not spec.replay:
+            unread["replay"] = list(given.get("replay", {}))
+        hparams = {field for other in self.learners.values() for field in other.hparams_read}
+        unread["learner"] = [field for field in given.get("learner", {})
+                             if field in hparams and field not in spec.hparams_read]
+        return ["--" + field.replace("_", "-") for fields in unread.values() for field in fields]
+
+    def unread_note(self, given: dict) -> str | None:
+        """The line that says the flags given that this run's learner ignores (`unread_flags`)."""
+        flags = self.unread_flags(given)
+        if not flags:
+            return None
+        return (f"note: --algo {self.algo} does not read {', '.join(flags)}, which other learners do: this run "
+                f"ignores {'it' if len(flags) == 1 else 'them'}")
 
     @property
     def learner_spec(self) -> LearnerSpec:

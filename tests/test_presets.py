@@ -100,6 +100,21 @@ def test_a_fused_run_given_the_async_modes_flags_says_it_ignores_them(flags, say
         assert note.startswith(f"note: {says} for the async mode's actor; this run is --mode fused")
 
 
+@pytest.mark.parametrize("flags, says", [
+    (["--layer-norm", "--replay-capacity", "64"], "--algo ppo does not read --layer-norm, --replay-capacity, "),
+    (["--algo", "dqn", "--clip-eps", "0.1", "--ent-coef", "0"], "--algo dqn does not read --clip-eps, --ent-coef, "),
+    (["--algo", "a2c", "--clip-eps", "0.1", "--ent-coef", "0"], "--algo a2c does not read --clip-eps, "),
+    (["--algo", "pqn", "--epsilon-end", "0.1", "--double-q"], "--algo pqn does not read --double-q, "),  # not DQN's epsilon
+    (["--algo", "dqn", "--replay-capacity", "50000", "--double-q", "--learning-rate", "1e-3"], None),
+])
+def test_train_says_which_flags_given_its_learner_ignores(flags, says):
+    from jaxrl_async.cli.main import _given_train_flags, _train_command_from
+
+    given = _given_train_flags(["--env", "CartPole-v1", *flags])[0]
+    note = _train_command_from(given, wants_help=False).config.unread_note(given["config"])
+    assert note is None if says is None else note.startswith(f"note: {says}which other learners do: this run ignores")
+
+
 @pytest.mark.parametrize("flags, backend, says", [
     (["--env", "brax:ant"], "cpu", True), (["--env", "brax:ant"], "gpu", False),
     (["--env", "brax:ant", "--num-envs", "128"], "cpu", False),

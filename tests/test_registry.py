@@ -80,3 +80,53 @@ def test_each_learner_builds_from_its_entry_alone(algo, env):
     assert isinstance(algo_fns, Algorithm)
     # only the replay learners keep state the host side treats apart (their buffer)
     assert (algo_fns.host == HostHooks()) == (not algorithms.LEARNERS[algo].replay)
+
+
+def _another_value(value):
+    """A valid value unlike `value`, for the sections' fields (bools flipped, numbers moved)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value / 2 if value else 0.5
+    return -1.0  # SAC's target_entropy 'auto'
+
+
+def _iteration_jaxpr(cfg) -> str:
+    import jax
+
+    from jaxrl_async.trainer.build import build, init_state, iteration
+
+    c = build(cfg)
+    state = jax.eval_shape(lambda key: init_state(c, key), jax.random.PRNGKey(0))
+    return str(jax.make_jaxpr(lambda state: iteration(c, state))(state))
+
+
+@pytest.mark.parametrize("algo", list(algorithms.LEARNERS))
+def test_the_flags_a_learner_is_told_to_ignore_change_nothing_it_computes(algo):
+    """`unread_flags` says which flags a run ignores from the registry's lines alone (each section's
+    owner, `replay`, `reads`): each learner's iteration, rollout and update, is traced with every
+    such field of the sections moved, and must be the same program. The per-seed hyperparameters
+    are the state's arrays, not the program's: `hparams_read`, which sweeps rely on, covers them."""
+    spec = algorithms.LEARNERS[algo]
+    cfg = TrainConfig(env="Pendulum-v1" if "Box" in spec.actions and "Discrete" not in spec.actions else "CartPole-v1",
+                      algo=algo, num_envs=2, num_steps=4, total_timesteps=64,
+                      learner=dataclasses.replace(TrainConfig().learner, num_minibatches=2))
+    sections = [name for name, other in algorithms.LEARNERS.items() if other.section is not None and name != algo]
+    sections += [] if spec.replay else ["replay"]
+    moved = {name: {f.name: _another_value(getattr(getattr(cfg, name), f.name))
+                    for f in dataclasses.fields(getattr(cfg, name))} for name in sections}
+    told = cfg.unread_flags(moved)
+    unread = {name: {field: value for field, value in fields.items() if "--" + field.replace("_", "-") in told}
+              for name, fields in moved.items()}
+    assert sum(map(len, unread.values())) == len(told) > 0
+    ignored = dataclasses.replace(cfg, **{name: dataclasses.replace(getattr(cfg, name), **fields)
+                                          for name, fields in unread.items()})
+    assert _iteration_jaxpr(ignored) == _iteration_jaxpr(cfg)
+    read = {name: {field: value for field, value in fields.items() if field not in unread[name]}
+            for name, fields in moved.items()}
+    if any(read.values()):  # what it reads of another's section (PQN: DQN's epsilon) does change it
+        assert spec.reads and _iteration_jaxpr(dataclasses.replace(
+            cfg, **{name: dataclasses.replace(getattr(cfg, name), **fields) for name, fields in read.items()})
+        ) != _iteration_jaxpr(cfg)

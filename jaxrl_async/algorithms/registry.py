@@ -30,7 +30,8 @@ LEARNERS: dict[str, LearnerSpec] = {spec.name: spec for spec in (
     LearnerSpec("sac", SACConfig, BOX, replay=True,
                 own_networks="its tanh-squashed Gaussian actor and twin critics"),
     LearnerSpec("td3", TD3Config, BOX, replay=True, own_networks="its deterministic actor and twin critics"),
-    LearnerSpec("pqn", PQNConfig, DISCRETE, own_networks="its Q-network", resume_fixed=("layer_norm",)),
+    LearnerSpec("pqn", PQNConfig, DISCRETE, own_networks="its Q-network", resume_fixed=("layer_norm",),
+                reads=("dqn.epsilon_start", "dqn.epsilon_end", "dqn.epsilon_decay_fraction")),
 )}
 
 TrainConfig = train_config_class(LEARNERS.values(), module=__name__)

@@ -279,7 +279,7 @@ def train_command(args: list[str], cpu_runtime: bool = False) -> int:
         return _fail(TRAIN, error, given.get("debug", False))
     config = command.config
     for note in (_missing_preset_note(given), None if command.resume is not None else config.replay_note(),
-                 _async_only_note(given, config)):
+                 _async_only_note(given, config), config.unread_note(given.get("config", {}))):
         if note:
             print(note, file=sys.stderr, flush=True)
     _start_jax(cpu_runtime)  # JAX starts only once the flags are valid
