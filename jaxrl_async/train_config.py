@@ -78,7 +78,7 @@ class TrainConfigBase:
     algo: str = "ppo"
     """Learning algorithm (docs/learners.md compares them); all share the rollout and the learner hyperparameters below; those that learn from a replay buffer also take the replay flags (--replay-capacity ...), and a learner with flags of its own has its group of them below."""
     total_timesteps: int = 500_000
-    """Environment steps per seed."""
+    """Environment steps per seed, rounded down to whole rollouts of num_envs*num_steps (summary.json's env_steps: what ran)."""
     num_envs: int = 4
     """Parallel environments per seed."""
     num_steps: int = 128
@@ -361,20 +361,30 @@ class TrainConfigBase:
         return dataclasses.replace(self, **top, **{section: dataclasses.replace(sections[section], **changed)
                                                    for section, changed in nested.items() if changed})
 
+    def state_shaping_difference(self, new: "TrainConfigBase") -> tuple[str, object, object] | None:
+        """The first field that shapes the saved state (`RESUME_FIXED_FIELDS`, each learner's
+        `resume_fixed`) where `new` differs, as (dotted name, this config's value, new's); None
+        where a state saved under this config fits `new`."""
+        old, changed = self.to_dict(), new.to_dict()
+        own = tuple(f"{spec.name}.{name}" for spec in self.learners.values() for name in spec.resume_fixed)
+        for field in RESUME_FIXED_FIELDS + own:
+            before, after = _lookup(old, field), _lookup(changed, field)
+            if before != after:
+                return field, before, after
+        return None
+
     def check_resumable_as(self, new: "TrainConfigBase") -> None:
         """Raise ValueError if a run saved with this config cannot continue under `new`.
 
         Fields that shape the saved state (env, seeds, network, ...) must stay; the budget,
         the schedule, the mode and the shape-free hyperparameters may change.
         """
-        old, changed = self.to_dict(), new.to_dict()
-        own = tuple(f"{spec.name}.{name}" for spec in self.learners.values() for name in spec.resume_fixed)
-        for field in RESUME_FIXED_FIELDS + own:
-            before, after = _lookup(old, field), _lookup(changed, field)
-            if before != after:
-                raise ValueError(f"cannot resume with {field}={after!r}: the run was trained with "
-                                 f"{field}={before!r}, and its checkpoint only fits that; drop the flag "
-                                 "or start a new run")
+        difference = self.state_shaping_difference(new)
+        if difference is not None:
+            field, before, after = difference
+            raise ValueError(f"cannot resume with {field}={after!r}: the run was trained with "
+                             f"{field}={before!r}, and its checkpoint only fits that; drop the flag "
+                             "or start a new run")
         if self.learner_spec.replay and self.replay.checkpoint_replay and self.replay.prioritised != new.replay.prioritised:
             kind, fits = ("prioritised", "> 0") if self.replay.prioritised else ("uniform", "0")
             raise ValueError(f"cannot resume with replay.priority_exponent={new.replay.priority_exponent!r}: the run's "

@@ -32,7 +32,7 @@ from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.cli.main import main
 from jaxrl_async.config import LearnerConfig, NetworkConfig
 from jaxrl_async import TrainConfig
-from jaxrl_async.trainer.evaluate_run import evaluate_run
+from jaxrl_async.trainer.evaluate_run import EVAL_FIX, evaluate_run
 from jaxrl_async.trainer.run import Run, TrainingDiverged
 from jaxrl_async.trainer import sinks
 from jaxrl_async.trainer.run_dir import config_record, load_config, write_config
@@ -708,6 +708,38 @@ def test_eval_of_a_damaged_run_exits_2_with_one_line(damaged_run, tmp_path, caps
     assert main(["eval", damaged_run]) == 2
     line = stderr_line(capsys, "jaxrl-async eval")
     assert "update_000000020.ckpt is truncated or corrupted" in line and line.endswith(HINT), line
+    # eval's own advice, not the resume's
+    assert f"; {EVAL_FIX}{HINT}" in line and "--resume" not in line, line
+    assert main(["eval", damaged_run, "--checkpoint", "nowhere.ckpt"]) == 2
+    assert f"no checkpoint at 'nowhere.ckpt': {EVAL_FIX}" in stderr_line(capsys, "jaxrl-async eval")
+
+
+def test_a_resume_that_cannot_write_its_run_directory_exits_2_with_one_line(damaged_run, monkeypatch, capsys):
+    """A run on a read-only file system (a finished job's scratch, a mounted dataset) failed with
+    OSError's traceback; the failure is injected where the resume first writes."""
+    from jaxrl_async.trainer import run_dir as run_dir_lib
+
+    def read_only(run_dir):
+        raise OSError(30, "Read-only file system", os.path.join(run_dir, "summary.json"))
+
+    monkeypatch.setattr(run_dir_lib, "drop_summary", read_only)
+    before = sorted(os.listdir(ckpt.checkpoint_dir(damaged_run)))
+    assert main(["train", "--resume", damaged_run]) == 2
+    line = stderr_line(capsys)
+    assert (f"cannot write to the run directory {damaged_run!r}: Read-only file system "
+            f"({damaged_run}/summary.json); copy the run where you can write and resume the copy") in line, line
+    assert sorted(os.listdir(ckpt.checkpoint_dir(damaged_run))) == before
+
+
+def test_eval_of_another_runs_checkpoint_says_whose_it_is(damaged_run, capsys):
+    """A checkpoint whose state does not fit the run: named by the field that differs (the state
+    check's own message named an array and advised a resume)."""
+    cfg = load_config(damaged_run)
+    write_config(damaged_run, dataclasses.replace(cfg, num_envs=2 * cfg.num_envs).to_dict())  # as if another run wrote them
+    assert main(["eval", damaged_run, "--checkpoint", "latest"]) == 2
+    line = stderr_line(capsys, "jaxrl-async eval")
+    assert (f"is another run's: it was trained with num_envs={cfg.num_envs}, this run ({damaged_run}) with "
+            f"num_envs={2 * cfg.num_envs}; {EVAL_FIX}") in line, line
 
 
 def test_debug_shows_the_traceback(damaged_run, capsys):

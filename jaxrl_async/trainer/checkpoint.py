@@ -104,9 +104,13 @@ def encode(content: dict) -> bytes:
 CONTENT_KEYS = ("config", "counters", "state", "extra")
 
 
-def decode(data: bytes, path: str = "<bytes>") -> dict:
-    how_to = ("move it aside to resume from the previous checkpoint in the same folder (--resume takes "
-              "the newest), or start a new run")
+RESUME_FIX = ("move it aside to resume from the previous checkpoint in the same folder (--resume takes the newest), "
+              "or start a new run")
+
+
+def decode(data: bytes, path: str = "<bytes>", how_to: str = RESUME_FIX) -> dict:
+    """The checkpoint's content; where it is damaged, a CheckpointError that names what is wrong and
+    ends with `how_to`."""
     try:
         outer = msgpack.unpackb(data, raw=False)
     except Exception:  # msgpack raises several types for damaged input
@@ -244,12 +248,13 @@ class CheckpointWriter:
         self.close()
 
 
-def load(path: str) -> dict:
-    """The checkpoint's content: `config`, `counters`, `state` (a state dict), `extra`."""
+def load(path: str, how_to: str = RESUME_FIX) -> dict:
+    """The checkpoint's content: `config`, `counters`, `state` (a state dict), `extra`; a damaged
+    one's error ends with `how_to` (the resume's advice by default)."""
     if not os.path.isfile(path):
         raise CheckpointError(f"no checkpoint at {path}")
     with open(path, "rb") as f:
-        return decode(f.read(), path)
+        return decode(f.read(), path, how_to)
 
 
 def _key_paths(tree: Any, prefix: str = "") -> set[str]:

@@ -8,6 +8,7 @@ import os
 import jax
 import numpy as np
 
+from jaxrl_async.algorithms import TrainConfig
 from jaxrl_async.trainer import checkpoint as ckpt
 from jaxrl_async.core.programs import over_seeds, seed_keys
 from jaxrl_async.trainer.build import build, initial_states
@@ -15,6 +16,9 @@ from jaxrl_async.trainer.run import restore_training_state
 from jaxrl_async.trainer.run_dir import load_config
 from jaxrl_async.trainer.videos import episode_video, require_encoder
 from jaxrl_async.envs.render import CannotRender, headless_gl
+
+
+EVAL_FIX = "evaluate another with --checkpoint best, latest or a checkpoint file's path"
 
 
 def resolve_checkpoint(run_dir: str, which: str) -> str:
@@ -30,6 +34,8 @@ def resolve_checkpoint(run_dir: str, which: str) -> str:
             raise ckpt.CheckpointError(f"{run_dir!r} has no checkpoint yet (looked in "
                                        f"{ckpt.checkpoint_dir(run_dir)})")
         return latest
+    if not os.path.isfile(which):
+        raise ckpt.CheckpointError(f"no checkpoint at {which!r}: {EVAL_FIX}")
     return which
 
 
@@ -40,7 +46,12 @@ def evaluate_run(run_dir: str, *, checkpoint: str = "best", episodes: int = 32, 
     (`videos.episode_video`; a ValueError before evaluating where the env cannot render)."""
     cfg = dataclasses.replace(load_config(run_dir), eval_episodes=episodes)
     path = resolve_checkpoint(run_dir, checkpoint)
-    saved = ckpt.load(path)
+    saved = ckpt.load(path, how_to=EVAL_FIX)
+    difference = TrainConfig.from_dict(saved["config"]).state_shaping_difference(cfg)
+    if difference is not None:  # another run's checkpoint: its state would not fit this run's
+        field, theirs, ours = difference
+        raise ckpt.CheckpointError(f"checkpoint {path} is another run's: it was trained with {field}={theirs!r}, "
+                                   f"this run ({run_dir}) with {field}={ours!r}; {EVAL_FIX}")
     if video is not None:
         require_encoder()
         headless_gl()  # before the build: MuJoCo, which the suites import, then draws without a display

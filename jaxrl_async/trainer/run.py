@@ -197,18 +197,23 @@ class Run:
                        best_eval_return=(resume or {}).get("extra", {}).get("best_eval_return"),
                        last_checkpoint=(resume or {}).get("path"), stop_after=stop_after, wall_start=wall_start,
                        learner_host=learner_host, loop_phases=loop_phases, videos=videos)
-        if resume is None:
-            run_dir = run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
-        else:
-            run_dir = cfg.run_dir
-            run_dir_lib.drop_metrics_after(run_dir, start_update)
-            run_dir_lib.drop_summary(run_dir)
-            lost_best = ckpt.drop_best_after(run_dir, start_update)
-            if lost_best is not None and console:
-                print(f"resume: {ckpt.BEST} was written at update {lost_best}, past the checkpoint resumed "
-                      f"(update {start_update}): removed with those updates; the resumed run's next best "
-                      "evaluation writes it again", flush=True)
-        run_dir_lib.write_config(run_dir, cfg.to_dict())
+        run_dir = cfg.run_dir if resume is not None else \
+            run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
+        try:
+            if resume is not None:
+                run_dir_lib.drop_metrics_after(run_dir, start_update)
+                run_dir_lib.drop_summary(run_dir)
+                lost_best = ckpt.drop_best_after(run_dir, start_update)
+                if lost_best is not None and console:
+                    print(f"resume: {ckpt.BEST} was written at update {lost_best}, past the checkpoint resumed "
+                          f"(update {start_update}): removed with those updates; the resumed run's next best "
+                          "evaluation writes it again", flush=True)
+            run_dir_lib.write_config(run_dir, cfg.to_dict())
+        except OSError as error:  # a read-only file system, no permission, a full disk: before any step
+            fix = "copy the run where you can write and resume the copy" if resume is not None else \
+                "choose another --run-dir"
+            raise ValueError(f"cannot write to the run directory {run_dir!r}: {error.strerror or error} "
+                             f"({error.filename or run_dir}); {fix}") from error
         # the tracker logs the config with the directory the run has (a default one is picked above)
         sinks = sinks_lib.open_sinks(run_dir, cfg.env_steps, console, tensorboard=cfg.tensorboard, tracker=cfg.tracker,
                                      config={**cfg.to_dict(), "run_dir": run_dir}) + list(extra_sinks)
