@@ -138,7 +138,8 @@ def test_the_wrappers_keep_the_spaces(env_id, num_actions, action_shape, obs_sha
 @pytest.mark.parametrize(
     "bad_id, suggestion",
     [("CartPole-v2", "CartPole-v1"), ("cartpole-v1", "CartPole-v1"),
-     ("Probe-Truncaton", "Probe-Truncation"), ("bandit", "SimpleBandit-bsuite")],
+     ("Probe-Truncaton", "Probe-Truncation"), ("bandit", "SimpleBandit-bsuite"),
+     ("gymnax:CartPole-v1", "CartPole-v1")],  # a known id under a prefix it does not take
 )
 def test_unknown_id_suggests_close_matches(bad_id, suggestion):
     with pytest.raises(ValueError) as excinfo:

@@ -259,6 +259,16 @@ def test_an_unknown_preset_exits_2_with_one_line(capsys):
     assert "'auto'" in lines[0] and "'none'" in lines[0] and "Breakout-MinAtar" in lines[0]
 
 
+def test_a_learner_that_another_envs_preset_picked_is_named_as_the_presets(tmp_path, capsys):
+    """--preset Pendulum-v1 on CartPole trains SAC, which the user never named: the error says where it came from."""
+    assert main(["train", "--env", "CartPole-v1", "--preset", "Pendulum-v1", "--run-dir", str(tmp_path / "a")]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "use --algo ppo or a2c or reinforce or impala or dqn or pqn (preset 'Pendulum-v1' trains algo='sac': --algo "
+        "picks another learner over it, --preset none the plain defaults)  (--debug shows the traceback)")
+    assert main(["train", "--env", "CartPole-v1", "--algo", "sac", "--run-dir", str(tmp_path / "b")]) == 2
+    assert "preset" not in capsys.readouterr().err  # SAC asked for: its own preset says nothing
+
+
 def _saved_run(tmp_path, cfg: TrainConfig) -> str:
     run_dir = tmp_path / "run"
     run_dir.mkdir()

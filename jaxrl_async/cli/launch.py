@@ -44,7 +44,7 @@ class LaunchCommand:
     """Run `jaxrl-async train` over N local processes: launch --processes N [--devices-per-process K] -- train FLAGS."""
 
     processes: int
-    """How many processes (2 or more; process 0 writes the run directory and prints)."""
+    """How many processes, 1 or more (process 0 writes the run directory and prints)."""
     devices_per_process: int = 1
     """Devices each process gets: K CPU devices (JAX_NUM_CPU_DEVICES), or the I-th block of K GPUs
     (CUDA_VISIBLE_DEVICES)."""

@@ -42,6 +42,7 @@ from jaxrl_async.rollout.collector import Collector
 from jaxrl_async.rollout.device import make_rollout
 from jaxrl_async.rollout.host import HostRollout
 from jaxrl_async.trainer import metrics as metrics_lib
+from jaxrl_async.trainer import presets
 from jaxrl_async.types import Algorithm, TrainState
 
 
@@ -152,7 +153,10 @@ def _build(cfg: TrainConfig, backend: str) -> Components:
                                  "policy whatever this flag says)")
             env = SquashAction(env)
         obs_space, action_space = env.observation_space(env_params), env.action_space(env_params)
-    algorithms.check_action_space(cfg.algo, action_space)
+    try:
+        algorithms.check_action_space(cfg.algo, action_space)
+    except ValueError as error:
+        raise ValueError(f"{error}{presets.preset_learner_note(cfg)}") from None
     learner = algorithms.learner(cfg.algo)
     policy, nets = learner.networks(cfg, observation_shapes(obs_space), action_space)
     policy = with_matmul_precision(policy, cfg.matmul_precision)

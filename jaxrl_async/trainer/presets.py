@@ -478,6 +478,17 @@ def resolve(preset: str, env: str, algo: str | None = None) -> Preset | None:
     return named[preset]
 
 
+def preset_learner_note(config: TrainConfig) -> str:
+    """For an error about the config's learner: where another env's preset, asked for by name
+    (`--preset Pendulum-v1` on CartPole), names that learner, a clause that says so (the user may
+    never have asked for the learner), else ''. A learner's own preset is picked by its --algo."""
+    chosen = {**PRESETS, **ENV_LEARNER_PRESETS}.get(config.preset)
+    if chosen is None or chosen.algo != config.algo:
+        return ""
+    return (f" (preset {config.preset!r} trains algo={config.algo!r}: --algo picks another learner over it, "
+            "--preset none the plain defaults)")
+
+
 def missing_preset_note(env: str, algo: str | None = None) -> str | None:
     """One line for a user whose `env` has no preset under `--preset auto` (None where it has
     one): it trains with the plain defaults, and the closest env's preset for the same learner is

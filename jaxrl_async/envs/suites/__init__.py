@@ -84,7 +84,9 @@ def unknown_env_message(env_id: str, known: list[str]) -> str:
     by_lower = {known_id.lower(): known_id for known_id in known}
     typed = str(env_id).lower()
     prefix, sep, inner = str(env_id).partition(":")
-    if sep:  # SUITE:ID with a suite we do not have: the suites' names are what it is close to
+    if sep and inner.lower() in by_lower:  # a known id under a prefix it does not take (gymnax:CartPole-v1)
+        close = [by_lower[inner.lower()]]
+    elif sep:  # SUITE:ID with a suite we do not have: the suites' names are what it is close to
         close = [f"{name}:{inner}" for name in difflib.get_close_matches(prefix.lower(), list(SUITES), n=3, cutoff=0.6)]
     else:
         close = [by_lower[c] for c in difflib.get_close_matches(typed, list(by_lower), n=3, cutoff=0.6)]
