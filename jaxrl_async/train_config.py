@@ -158,6 +158,8 @@ class TrainConfigBase:
                 "'auto' is resolved where a config is made: from Python, "
                 "jaxrl_async.trainer.presets.config_for(env) applies the env's preset")
         require_field_types(self)
+        require(self.run_dir != "", "run_dir", self.run_dir,
+                "give a directory, or leave it unset for runs/<env>-<algo>-<time>")
         require(self.mode in ("fused", "async"), "mode", self.mode, "choose fused or async")
         require(self.total_timesteps >= 1, "total_timesteps", self.total_timesteps, "must be >= 1")
         require(self.num_envs >= 1, "num_envs", self.num_envs, "must be >= 1")

@@ -231,8 +231,9 @@ def test_a_mode_misspelt_from_python_is_refused(base_config):
     ({"eval_interval": 2.5}, "eval_interval=2.5 is invalid: must be an integer, or 'auto'"),
     ({"layer_norm": 1}, "layer_norm=1 is invalid: must be True or False"),  # a learner's own section
     ({"priority_exponent": None}, "priority_exponent=None is invalid: must be a number"),
+    ({"run_dir": ""}, "run_dir='' is invalid: give a directory, or leave it unset for runs/<env>-<algo>-<time>"),
 ])
-def test_a_value_of_the_wrong_type_is_refused_naming_its_field(base_config, fields, message):
+def test_a_value_of_the_wrong_kind_is_refused_naming_its_field(base_config, fields, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         base_config.with_fields(**fields)
 
