@@ -60,9 +60,11 @@ def test_truncation_is_not_termination(tiny_config):
 
 
 def test_continuous_action_mean_goes_to_one(tiny_config):
+    """The Gaussian head's mean. Its value, -(mean - 1)^2 - std^2 (about -0.016 here), is not
+    checked: an untrained critic gives 0 at the probe's one observation, within any tolerance
+    the seeds allow; the critic, shared by every action head, is checked on the other probes."""
     policy, params, summary = learn(tiny_config, "Probe-ContinuousAction")
     assert_every_seed_close(gaussian_means(policy, params, [0.0]), 1.0, atol=TOLERANCE)
-    assert_every_seed_close(values(policy, params, [0.0]), 0.0, atol=TOLERANCE)
     # reward -(a - 1)^2 of the mean, every seed
     assert min(summary["final_eval_return"]) > -TOLERANCE**2, summary["final_eval_return"]
 

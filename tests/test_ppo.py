@@ -159,6 +159,36 @@ def test_first_minibatch_at_behaviour_params(setup):
     assert abs(float(normalized["approx_kl"])) < 1e-6
 
 
+@pytest.mark.parametrize("clip_value_loss", [True, False])
+def test_away_from_the_behaviour_params_both_clips_bind_as_written_in_numpy(setup, clip_value_loss):
+    """The loss at params moved off the behaviour policy's, where the ratio is not 1 (at the
+    behaviour params no clip binds): the surrogate and the value loss against NumPy, with the
+    config's clip range (0.1, not the default), so the loss must read it from the hyperparameters."""
+    traj, policy = setup["traj"], setup["policy"]
+    cfg = LearnerConfig(update_epochs=1, num_minibatches=1, clip_eps=0.1, clip_value_loss=clip_value_loss)
+    # params a few large steps of descent away: the critic moved towards the targets, past the clip
+    moved = _update(setup, LearnerConfig(update_epochs=8, num_minibatches=2, learning_rate=3e-2))[0].params
+    learner = make_ppo(cfg, policy, num_updates=NUM_UPDATES, batch_size=BATCH).init(jax.random.PRNGKey(0))
+    _, metrics = _update(setup, cfg, learner.replace(params=moved))
+
+    dist, value, _ = policy.step(moved, traj.obs, policy.initial_carry(traj.reward.shape))
+    ratio = np.exp(np.asarray(dist.log_prob(traj.action), np.float64) - np.asarray(traj.log_prob, np.float64))
+    advantage = np.asarray(traj.advantage, np.float64)
+    advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    surrogate = -np.mean(np.minimum(ratio * advantage, np.clip(ratio, 0.9, 1.1) * advantage))
+    outside = np.mean(np.abs(ratio - 1.0) > 0.1)
+    assert 0.2 < outside < 0.9 and abs(surrogate + np.mean(ratio * advantage)) > 1e-3  # the clip binds
+    np.testing.assert_allclose(metrics["clip_fraction"], outside, rtol=1e-6)
+    np.testing.assert_allclose(metrics["policy_loss"], surrogate, rtol=1e-4)
+
+    value, old_value, target = (np.asarray(x, np.float64) for x in (value, traj.value, traj.target))
+    plain = 0.5 * np.mean((value - target) ** 2)
+    clipped = 0.5 * np.mean(np.maximum((value - target) ** 2,
+                                       (old_value + np.clip(value - old_value, -0.1, 0.1) - target) ** 2))
+    assert abs(clipped - plain) > 1e-2 * plain  # the two forms differ here
+    np.testing.assert_allclose(metrics["value_loss"], clipped if clip_value_loss else plain, rtol=1e-4)
+
+
 def _reference_step(policy, params, traj, cfg, learning_rate):
     """One clipped-Adam gradient step on the whole batch, written with optax's own adam."""
     batch = jax.tree.map(lambda x: x.reshape((BATCH,) + x.shape[2:]), traj)

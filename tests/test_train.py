@@ -83,7 +83,7 @@ def test_summary_json_contract(runs, base_config):
     assert summary["num_seeds"] == 1
     assert summary["env_steps"] == base_config.env_steps == NUM_UPDATES * 32
     assert isinstance(summary["final_eval_return"], list) and len(summary["final_eval_return"]) == 1
-    assert summary["final_eval_return_mean"] == summary["final_eval_return"][0] >= 1.0
+    assert summary["final_eval_return_mean"] == summary["final_eval_return"][0]
     assert summary["wall_s"] >= summary["compile_s"] > 0
     assert summary["steps_per_second"] > 0
     assert len(summary["params_digest"]) == 1

@@ -194,8 +194,9 @@ class TruncationProbe(ProbeEnv):
     Truncated by the time limit (default 10 steps). Since truncation is not
     termination, V = 1 / (1 - gamma) in every state; a trainer that treats the
     time limit as terminal learns values that shrink toward the end. The final
-    observation [1.0] differs from the reset observation [0.0], so bootstrapping
-    from the wrong one is detectable.
+    observation [1.0] differs from the reset observation [0.0], so a test can see
+    which one a bootstrap read (tests/test_rollout.py); the learned values cannot
+    tell, V being the same in both.
     """
 
     env_id = "Probe-Truncation"
