@@ -625,6 +625,14 @@ def _checkpoint_of_another_network(run_dir):
     ckpt.save(path, state=saved["state"], config=saved["config"], counters=saved["counters"], extra=saved["extra"])
 
 
+def _checkpoint_of_another_env(run_dir):
+    """The newest checkpoint as if copied in from an Acrobot run (its config says so)."""
+    path = ckpt.latest_checkpoint(run_dir)
+    saved = ckpt.load(path)
+    ckpt.save(path, state=saved["state"], config={**saved["config"], "env": "Acrobot-v1"}, counters=saved["counters"],
+              extra=saved["extra"])
+
+
 BAD_RESUMES = {
     "not-a-run": (None, r"'\S+' is not a jaxrl_async run directory \(no config\.json\); pass a directory "
                         r"that jaxrl-async train wrote"),
@@ -633,8 +641,12 @@ BAD_RESUMES = {
                       r"to resume from the previous checkpoint in the same folder"),
     "truncated": (lambda d: _truncate(ckpt.latest_checkpoint(d)),
                   r"checkpoint \S+update_000000020\.ckpt is truncated or corrupted"),
-    "edited-config": (_edit_config, r"cannot resume with network\.hidden_sizes=\(32,\): the run was trained "
-                                    r"with network\.hidden_sizes=\(16,\)"),
+    "edited-config": (_edit_config, r"checkpoint \S+update_000000020\.ckpt was trained with network\.hidden_sizes="
+                                    r"\(16,\), but the run's config\.json says network\.hidden_sizes=\(32,\): one of "
+                                    r"the two was edited or copied in from another run"),
+    "another-runs-checkpoint": (_checkpoint_of_another_env,
+                                r"checkpoint \S+update_000000020\.ckpt was trained with env='Acrobot-v1', but the "
+                                r"run's config\.json says env='CartPole-v1'.*move it out of \S+checkpoints\)"),
     "checkpoint-does-not-fit": (_checkpoint_of_another_network,
                                 r"checkpoint \S+update_000000020\.ckpt does not fit this config: checkpoint state "
                                 r"leaf \S+ has shape \(1, 16, 2\)"),

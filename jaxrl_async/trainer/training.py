@@ -59,6 +59,13 @@ def load_resume(cfg: TrainConfig, c: Components, template: TrainState,
                                    f"(looked in {ckpt.checkpoint_dir(cfg.run_dir)}); start a new run instead")
     saved = ckpt.load(path)
     saved_cfg = TrainConfig.from_dict(saved["config"])
+    foreign = saved_cfg.state_shaping_difference(run_dir_lib.load_config(cfg.run_dir))
+    if foreign is not None:  # not a flag's doing: the checkpoint disagrees with the run's own record
+        field, theirs, ours = foreign
+        raise ckpt.CheckpointError(f"checkpoint {path} was trained with {field}={theirs!r}, but the run's "
+                                   f"config.json says {field}={ours!r}: one of the two was edited or copied in from "
+                                   f"another run; put it back (another run's checkpoint: move it out of "
+                                   f"{ckpt.checkpoint_dir(cfg.run_dir)})")
     saved_cfg.check_resumable_as(cfg)
     done = int(saved["counters"]["updates"])
     if done >= cfg.num_updates:
