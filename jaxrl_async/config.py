@@ -14,7 +14,7 @@ import functools
 import json
 import math
 import numbers
-import types as types_module
+import types
 import typing
 from typing import Any, Callable, Literal
 
@@ -33,28 +33,30 @@ def _field_types(cls: type) -> tuple[tuple[str, Any], ...]:
     return tuple((field.name, hints[field.name]) for field in dataclasses.fields(cls))
 
 
+_PLAIN_KINDS: dict[type, tuple[Callable[[Any], bool], str, str]] = {  # the check, the kind, its plural
+    bool: (lambda v: isinstance(v, bool), "True or False", "booleans"),
+    int: (lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool), "an integer", "integers"),
+    float: (lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool), "a number", "numbers"),
+    str: (lambda v: isinstance(v, str), "a string", "strings"),
+    type(None): (lambda v: v is None, "None", "Nones"),
+}
+
+
 def _kind(hint) -> tuple[Callable[[Any], bool], str]:
     """Whether a value is of the annotation `hint`'s kind, and the kind in words. A Literal's
     values are its own field's rule to check (with the choices named), so here only their type is."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is bool:
-        return (lambda v: isinstance(v, bool)), "True or False"
-    if hint is int:
-        return (lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)), "an integer"
-    if hint is float:
-        return (lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)), "a number"
-    if hint is str:
-        return (lambda v: isinstance(v, str)), "a string"
-    if hint is type(None):
-        return (lambda v: v is None), "None"
+    if hint in _PLAIN_KINDS:
+        fits, words, _ = _PLAIN_KINDS[hint]
+        return fits, words
     if origin is Literal:
-        types = tuple({type(arg) for arg in args})
-        return (lambda v: isinstance(v, types) and not (isinstance(v, bool) and bool not in types)), \
-            " or ".join(repr(arg) for arg in args)
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        fits, words = _kind(args[0])
-        return (lambda v: isinstance(v, (tuple, list)) and all(fits(x) for x in v)), f"a tuple of {words.split(' ', 1)[-1]}s"
-    if origin in (typing.Union, types_module.UnionType):
+        literal_types = tuple({type(arg) for arg in args})
+        return (lambda v: isinstance(v, literal_types) and (bool in literal_types or not isinstance(v, bool)),
+                " or ".join(repr(arg) for arg in args))
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in _PLAIN_KINDS:
+        fits, _, plural = _PLAIN_KINDS[args[0]]
+        return (lambda v: isinstance(v, (tuple, list)) and all(fits(x) for x in v)), f"a tuple of {plural}"
+    if origin in (typing.Union, types.UnionType):
         kinds = [_kind(arg) for arg in args]
         return (lambda v: any(fits(v) for fits, _ in kinds)), ", or ".join(words for _, words in kinds)
     if isinstance(hint, type):

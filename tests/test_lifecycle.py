@@ -747,7 +747,8 @@ def test_eval_of_another_runs_checkpoint_says_whose_it_is(damaged_run, capsys):
     """A checkpoint whose state does not fit the run: named by the field that differs (the state
     check's own message named an array and advised a resume)."""
     cfg = load_config(damaged_run)
-    write_config(damaged_run, dataclasses.replace(cfg, num_envs=2 * cfg.num_envs).to_dict())  # as if another run wrote them
+    # as if another run wrote the checkpoints
+    write_config(damaged_run, dataclasses.replace(cfg, num_envs=2 * cfg.num_envs).to_dict())
     assert main(["eval", damaged_run, "--checkpoint", "latest"]) == 2
     line = stderr_line(capsys, "jaxrl-async eval")
     assert (f"is another run's: it was trained with num_envs={cfg.num_envs}, this run ({damaged_run}) with "

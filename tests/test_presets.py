@@ -104,7 +104,7 @@ def test_a_fused_run_given_the_async_modes_flags_says_it_ignores_them(flags, say
     (["--layer-norm", "--replay-capacity", "64"], "--algo ppo does not read --layer-norm, --replay-capacity, "),
     (["--algo", "dqn", "--clip-eps", "0.1", "--ent-coef", "0"], "--algo dqn does not read --clip-eps, --ent-coef, "),
     (["--algo", "a2c", "--clip-eps", "0.1", "--ent-coef", "0"], "--algo a2c does not read --clip-eps, "),
-    (["--algo", "pqn", "--epsilon-end", "0.1", "--double-q"], "--algo pqn does not read --double-q, "),  # not DQN's epsilon
+    (["--algo", "pqn", "--epsilon-end", "0.1", "--double-q"], "--algo pqn does not read --double-q, "),  # epsilon: read
     (["--algo", "dqn", "--replay-capacity", "50000", "--double-q", "--learning-rate", "1e-3"], None),
 ])
 def test_train_says_which_flags_given_its_learner_ignores(flags, says):

@@ -146,7 +146,8 @@ def make_dqn(cfg, replay_cfg, dqn_cfg, policy: Policy, q_values: Callable, *, nu
         buffer = buffer.replace(priorities=priorities, max_priority=max_priority)
         acted_epsilon = state.params.epsilon  # the rate this fragment was collected with
         update_count = state.update_count + 1
-        params = state.params.replace(network=network, epsilon=epsilon(env_steps_of(update_count, num_envs * num_steps)))
+        steps = env_steps_of(update_count, num_envs * num_steps)
+        params = state.params.replace(network=network, epsilon=epsilon(steps))
         state = state.replace(params=params, opt_state=opt_state, key=start.key, update_count=update_count,
                               extra=ReplayState(nets=target_network, buffer=buffer, gradient_steps=gradient_steps))
         metrics = {**metrics, "learning_rate": learning_rate, "epsilon": acted_epsilon,

@@ -104,7 +104,8 @@ def make_pqn(cfg, exploration_cfg, policy: Policy, q_values: Callable, *, num_up
         target = returns(state.params.network, trajectory)
         # the fragment's returns take the place of the rollout's GAE targets, the batch's `target`
         learner, metrics = sgd.update(state.replace(params=state.params.network), trajectory.replace(target=target))
-        params = QParams(network=learner.params, epsilon=epsilon(env_steps_of(learner.update_count, num_envs * num_steps)))
+        steps = env_steps_of(learner.update_count, num_envs * num_steps)
+        params = QParams(network=learner.params, epsilon=epsilon(steps))
         metrics = {**metrics, "epsilon": state.params.epsilon,  # the rate this fragment was collected with
                    "q_lambda_return_mean": jnp.mean(target)}
         return learner.replace(params=params), metrics

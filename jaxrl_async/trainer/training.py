@@ -126,7 +126,7 @@ def _train(cfg: TrainConfig, console: bool, hparams: Any, resume: bool, stop_aft
     with collector_paused(), _env_kwargs_blamed(cfg):
         c = build(cfg)  # bad input (an unknown env id, say) fails before anything is written
     if resume and not cfg.run_dir:
-        raise ValueError("resume needs the run directory: --resume RUN_DIR (from Python: run_dir=RUN_DIR in the config)")
+        raise ValueError("resume needs the run directory: --resume RUN_DIR (from Python: the config's run_dir)")
     _agree(cfg, resume)
     console = console and distributed.is_writer()
     placement = Placement(cfg.devices, cfg.num_seeds, cfg.num_envs)

@@ -95,8 +95,9 @@ def unknown_env_message(env_id: str, known: list[str]) -> str:
     hint = ("did you mean " + ", ".join(repr(c) for c in close) + "?") if close else "no close matches."
     suites = ", ".join(name for name, suite in SUITES.items() if not suite.refused)
     return (f"unknown env_id {env_id!r}; {hint} `jaxrl-async envs` lists all {len(known)} ids "
-            f"(from Python: jaxrl_async.registered_env_ids(); jaxrl_async.register_env adds your own); a JAX suite's are SUITE:ID, SUITE one of "
-            f"{suites} (`jaxrl-async envs --suite NAME` lists its ids); a host env's gymnasium:<id> or envpool:<id>.")
+            "(from Python: jaxrl_async.registered_env_ids(); jaxrl_async.register_env adds your own); "
+            f"a JAX suite's are SUITE:ID, SUITE one of {suites} (`jaxrl-async envs --suite NAME` lists its ids); "
+            "a host env's gymnasium:<id> or envpool:<id>.")
 
 
 def adapter(suite: Suite) -> Any:
