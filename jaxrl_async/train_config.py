@@ -31,8 +31,10 @@ class LearnerSpec:
       resume_fixed: fields of its section that shape its checkpointed state.
       hparams_read: the per-seed hyperparameters (`LearnerHyperparams`' fields) its update reads:
         what a sweep (`sweep_hparams`) may vary for it.
-      reads: fields of other learners' sections it reads too, as "section.field" (PQN's epsilon
-        schedule is DQN's flags); the rest of those sections it ignores (`unread_flags`).
+      reads: the flags it reads, as "section.field", that not every learner does: another
+        learner's (PQN's epsilon schedule is DQN's flags) and those of the shared learner section
+        that some learners alone read (PPO's `learner.clip_value_loss`); `unread_flags` tells a
+        run given a flag that its learner does not read.
     """
 
     name: str
@@ -298,18 +300,29 @@ class TrainConfigBase:
     def unread_flags(self, given: dict) -> list[str]:
         """The flags among `given` (the fields set, nested by section as the CLI parses them) that
         this run's learner ignores, by what the registry says of the learners: another learner's
-        own section's (but those it `reads`), the replay's for a learner without replay, and the
+        own section's (but those it `reads`), the replay's for a learner without replay, the
         per-seed hyperparameters outside its `hparams_read` (`--clip-eps` for A2C, `--ent-coef` for
-        DQN). The shared flags some learners skip (`--gae-lambda` for DQN) are not told."""
+        DQN), and the flags that some learners declare they read (`reads`) where it does not
+        (`--clip-value-loss` for A2C, `--update-epochs` for DQN). A flag no learner declares is
+        every learner's (`--gae-lambda`, which DQN's rollout still computes GAE with, is told for none)."""
         spec = self.learner_spec
-        unread = {name: [field for field in given.get(name, {}) if f"{name}.{field}" not in spec.reads]
-                  for name, other in self.learners.items() if other.section is not None and name != spec.name}
-        if not spec.replay:
-            unread["replay"] = list(given.get("replay", {}))
-        hparams = {field for other in self.learners.values() for field in other.hparams_read}
-        unread["learner"] = [field for field in given.get("learner", {})
-                             if field in hparams and field not in spec.hparams_read]
-        return ["--" + field.replace("_", "-") for fields in unread.values() for field in fields]
+        declared = {entry for other in self.learners.values() for entry in other.reads}
+        hparams = {f"learner.{field}" for other in self.learners.values() for field in other.hparams_read}
+
+        def read(section: str, field: str) -> bool:
+            dotted = f"{section}.{field}"
+            if section == spec.name or dotted in spec.reads:
+                return True
+            if section in self.learners:  # another learner's own flags
+                return False
+            if section == "replay":
+                return spec.replay
+            if dotted in hparams:
+                return field in spec.hparams_read
+            return dotted not in declared
+
+        return ["--" + field.replace("_", "-") for section, fields in given.items() if isinstance(fields, dict)
+                for field in fields if not read(section, field)]
 
     def unread_note(self, given: dict) -> str | None:
         """The line that says the flags given that this run's learner ignores (`unread_flags`)."""

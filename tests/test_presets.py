@@ -101,10 +101,12 @@ def test_a_fused_run_given_the_async_modes_flags_says_it_ignores_them(flags, say
 
 
 @pytest.mark.parametrize("flags, says", [
-    (["--layer-norm", "--replay-capacity", "64"], "--algo ppo does not read --layer-norm, --replay-capacity, "),
+    (["--layer-norm", "--replay-capacity", "64"], "--algo ppo does not read --replay-capacity, --layer-norm, "),
     (["--algo", "dqn", "--clip-eps", "0.1", "--ent-coef", "0"], "--algo dqn does not read --clip-eps, --ent-coef, "),
     (["--algo", "a2c", "--clip-eps", "0.1", "--ent-coef", "0"], "--algo a2c does not read --clip-eps, "),
     (["--algo", "pqn", "--epsilon-end", "0.1", "--double-q"], "--algo pqn does not read --double-q, "),  # epsilon: read
+    (["--algo", "a2c", "--clip-value-loss", "--update-epochs", "2"], "--algo a2c does not read --clip-value-loss, "),
+    (["--algo", "dqn", "--update-epochs", "2"], "--algo dqn does not read --update-epochs, "),
     (["--algo", "dqn", "--replay-capacity", "50000", "--double-q", "--learning-rate", "1e-3"], None),
 ])
 def test_train_says_which_flags_given_its_learner_ignores(flags, says):

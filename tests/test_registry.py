@@ -83,11 +83,12 @@ def test_each_learner_builds_from_its_entry_alone(algo, env):
 
 
 def _another_value(value):
-    """A valid value unlike `value`, for the sections' fields (bools flipped, numbers moved)."""
+    """A valid value unlike `value`, for the flags moved below (bools flipped, numbers doubled or
+    halved: 2 minibatches become 4, which divide the 4 envs and the batch of 16)."""
     if isinstance(value, bool):
         return not value
     if isinstance(value, int):
-        return value + 1
+        return 2 * value
     if isinstance(value, float):
         return value / 2 if value else 0.5
     return -1.0  # SAC's target_entropy 'auto'
@@ -103,30 +104,38 @@ def _iteration_jaxpr(cfg) -> str:
     return str(jax.make_jaxpr(lambda state: iteration(c, state))(state))
 
 
+def _with(cfg, moved: dict):
+    return dataclasses.replace(cfg, **{name: dataclasses.replace(getattr(cfg, name), **fields)
+                                       for name, fields in moved.items() if fields})
+
+
 @pytest.mark.parametrize("algo", list(algorithms.LEARNERS))
 def test_the_flags_a_learner_is_told_to_ignore_change_nothing_it_computes(algo):
     """`unread_flags` says which flags a run ignores from the registry's lines alone (each section's
-    owner, `replay`, `reads`): each learner's iteration, rollout and update, is traced with every
-    such field of the sections moved, and must be the same program. The per-seed hyperparameters
-    are the state's arrays, not the program's: `hparams_read`, which sweeps rely on, covers them."""
+    owner, `replay`, `reads`). Each learner's iteration, rollout and update, is traced with every
+    flag of the other learners' sections, the replay's and the learner section's declared ones
+    moved: those it is told to ignore must leave the program as it was, and those it reads change
+    it. The per-seed hyperparameters are the state's arrays, not the program's: `hparams_read`,
+    which sweeps rely on, covers them."""
     spec = algorithms.LEARNERS[algo]
     cfg = TrainConfig(env="Pendulum-v1" if "Box" in spec.actions and "Discrete" not in spec.actions else "CartPole-v1",
-                      algo=algo, num_envs=2, num_steps=4, total_timesteps=64,
+                      algo=algo, num_envs=4, num_steps=4, total_timesteps=64,
                       learner=dataclasses.replace(TrainConfig().learner, num_minibatches=2))
     sections = [name for name, other in algorithms.LEARNERS.items() if other.section is not None and name != algo]
-    sections += [] if spec.replay else ["replay"]
     moved = {name: {f.name: _another_value(getattr(getattr(cfg, name), f.name))
-                    for f in dataclasses.fields(getattr(cfg, name))} for name in sections}
+                    for f in dataclasses.fields(getattr(cfg, name))}
+             for name in sections + ([] if spec.replay else ["replay"])}
+    declared = {entry.split(".", 1)[1] for other in algorithms.LEARNERS.values() for entry in other.reads
+                if entry.startswith("learner.")}
+    moved["learner"] = {field: _another_value(getattr(cfg.learner, field)) for field in sorted(declared)}
     told = cfg.unread_flags(moved)
     unread = {name: {field: value for field, value in fields.items() if "--" + field.replace("_", "-") in told}
               for name, fields in moved.items()}
-    assert sum(map(len, unread.values())) == len(told) > 0
-    ignored = dataclasses.replace(cfg, **{name: dataclasses.replace(getattr(cfg, name), **fields)
-                                          for name, fields in unread.items()})
-    assert _iteration_jaxpr(ignored) == _iteration_jaxpr(cfg)
     read = {name: {field: value for field, value in fields.items() if field not in unread[name]}
             for name, fields in moved.items()}
-    if any(read.values()):  # what it reads of another's section (PQN: DQN's epsilon) does change it
-        assert spec.reads and _iteration_jaxpr(dataclasses.replace(
-            cfg, **{name: dataclasses.replace(getattr(cfg, name), **fields) for name, fields in read.items()})
-        ) != _iteration_jaxpr(cfg)
+    assert sum(map(len, unread.values())) == len(told) > 0
+    assert {f"{name}.{field}" for name, fields in read.items() for field in fields} <= set(spec.reads)
+    base = _iteration_jaxpr(cfg)
+    assert _iteration_jaxpr(_with(cfg, unread)) == base
+    if spec.reads:  # PQN's DQN epsilon, PPO's value clip, the minibatch loop's flags
+        assert _iteration_jaxpr(_with(cfg, read)) != base

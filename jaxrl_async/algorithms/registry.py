@@ -20,18 +20,23 @@ from jaxrl_async.train_config import LearnerSpec, train_config_class
 
 DISCRETE, BOX = ("Discrete",), ("Box",)
 _POLICY_GRADIENT = ("learning_rate", "ent_coef", "vf_coef")  # the loss's weights; no clip range
+# the learner flags of the minibatch loop (`sgd.make_learner`), which the replay learners do not run
+_MINIBATCHES = ("learner.update_epochs", "learner.num_minibatches")
+_PG = (*_MINIBATCHES, "learner.normalize_advantages", "learner.importance_weights")  # a2c's policy gradient
 
 LEARNERS: dict[str, LearnerSpec] = {spec.name: spec for spec in (
-    LearnerSpec("ppo", hparams_read=("learning_rate", "ent_coef", "vf_coef", "clip_eps")),
-    LearnerSpec("a2c", hparams_read=_POLICY_GRADIENT),
-    LearnerSpec("reinforce", hparams_read=_POLICY_GRADIENT),
-    LearnerSpec("impala", whole_sequences=True, hparams_read=_POLICY_GRADIENT),
+    LearnerSpec("ppo", hparams_read=("learning_rate", "ent_coef", "vf_coef", "clip_eps"),
+                reads=(*_MINIBATCHES, "learner.normalize_advantages", "learner.clip_value_loss")),
+    LearnerSpec("a2c", hparams_read=_POLICY_GRADIENT, reads=_PG),
+    LearnerSpec("reinforce", hparams_read=_POLICY_GRADIENT, reads=(*_PG, "learner.reinforce_baseline")),
+    LearnerSpec("impala", whole_sequences=True, hparams_read=_POLICY_GRADIENT,
+                reads=(*_MINIBATCHES, "learner.clip_rho_threshold", "learner.clip_pg_rho_threshold")),
     LearnerSpec("dqn", DQNConfig, DISCRETE, replay=True, own_networks="its Q-network"),
     LearnerSpec("sac", SACConfig, BOX, replay=True,
                 own_networks="its tanh-squashed Gaussian actor and twin critics"),
     LearnerSpec("td3", TD3Config, BOX, replay=True, own_networks="its deterministic actor and twin critics"),
     LearnerSpec("pqn", PQNConfig, DISCRETE, own_networks="its Q-network", resume_fixed=("layer_norm",),
-                reads=("dqn.epsilon_start", "dqn.epsilon_end", "dqn.epsilon_decay_fraction")),
+                reads=(*_MINIBATCHES, "dqn.epsilon_start", "dqn.epsilon_end", "dqn.epsilon_decay_fraction")),
 )}
 
 TrainConfig = train_config_class(LEARNERS.values(), module=__name__)
