@@ -321,8 +321,9 @@ class TrainConfigBase:
                 return field in spec.hparams_read
             return dotted not in declared
 
-        return ["--" + field.replace("_", "-") for section, fields in given.items() if isinstance(fields, dict)
-                for field in fields if not read(section, field)]
+        # as given: a switch turned off is its --no- flag
+        return [f"--{'no-' * (value is False)}{field.replace('_', '-')}" for section, fields in given.items()
+                if isinstance(fields, dict) for field, value in fields.items() if not read(section, field)]
 
     def unread_note(self, given: dict) -> str | None:
         """The line that says the flags given that this run's learner ignores (`unread_flags`)."""
@@ -412,6 +413,12 @@ class TrainConfigBase:
     @classmethod
     def from_dict(cls, data: dict) -> "TrainConfigBase":
         data = dict(data)
+        # values runs saved before they were refused: a Python run's unresolved 'auto' trained with
+        # the plain defaults, and an empty run_dir meant the default one
+        if data.get("preset") == "auto":
+            data["preset"] = "none"
+        if data.get("run_dir") == "":
+            data["run_dir"] = None
         if "env_kwargs" in data:  # JSON turns tuples into lists
             data["env_kwargs"] = tuple(data["env_kwargs"])
         network = dict(data.pop("network", {}))

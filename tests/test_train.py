@@ -238,6 +238,13 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_its_field(base_config, fiel
         base_config.with_fields(**fields)
 
 
+def test_a_config_saved_with_a_value_now_refused_still_loads(base_config):
+    """config.json of a run started from Python with preset='auto' (which trained the plain
+    defaults), or with --run-dir '' (the default directory): it resumes and evaluates as before."""
+    saved = {**base_config.to_dict(), "preset": "auto", "run_dir": ""}
+    assert TrainConfig.from_dict(saved) == dataclasses.replace(base_config, preset="none", run_dir=None)
+
+
 def test_a_budget_past_the_int32_update_count_is_refused(base_config):
     """1e20 steps ran out of memory laying out the schedule, with a traceback."""
     batch = base_config.batch_size
