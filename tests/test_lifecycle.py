@@ -753,6 +753,9 @@ def test_eval_of_another_runs_checkpoint_says_whose_it_is(damaged_run, capsys):
     line = stderr_line(capsys, "jaxrl-async eval")
     assert (f"is another run's: it was trained with num_envs={cfg.num_envs}, this run ({damaged_run}) with "
             f"num_envs={2 * cfg.num_envs}; {EVAL_FIX}") in line, line
+    # another seed's checkpoint fits this run's state, and evaluates
+    write_config(damaged_run, dataclasses.replace(cfg, seed=cfg.seed + 1).to_dict())
+    assert main(["eval", damaged_run, "--checkpoint", "latest", "--episodes", "2"]) == 0
 
 
 def test_debug_shows_the_traceback(damaged_run, capsys):

@@ -47,11 +47,6 @@ def evaluate_run(run_dir: str, *, checkpoint: str = "best", episodes: int = 32, 
     cfg = dataclasses.replace(load_config(run_dir), eval_episodes=episodes)
     path = resolve_checkpoint(run_dir, checkpoint)
     saved = ckpt.load(path, how_to=EVAL_FIX)
-    difference = TrainConfig.from_dict(saved["config"]).state_shaping_difference(cfg)
-    if difference is not None:  # another run's checkpoint: its state would not fit this run's
-        field, theirs, ours = difference
-        raise ckpt.CheckpointError(f"checkpoint {path} is another run's: it was trained with {field}={theirs!r}, "
-                                   f"this run ({run_dir}) with {field}={ours!r}; {EVAL_FIX}")
     if video is not None:
         require_encoder()
         headless_gl()  # before the build: MuJoCo, which the suites import, then draws without a display
@@ -60,7 +55,15 @@ def evaluate_run(run_dir: str, *, checkpoint: str = "best", episodes: int = 32, 
         write_video = episode_video(c) if video is not None else None
     except CannotRender as reason:
         raise ValueError(f"cannot record a video: {reason}") from None
-    state, _, _ = restore_training_state(initial_states(c), saved, path, c.algo.host)  # only the params are used
+    try:
+        state, _, _ = restore_training_state(initial_states(c), saved, path, c.algo.host)  # only the params are used
+    except ckpt.CheckpointError as error:  # another run's checkpoint (one that fits, another seed's, evaluates)
+        difference = TrainConfig.from_dict(saved["config"]).state_shaping_difference(cfg)
+        if difference is None:
+            raise
+        field, theirs, ours = difference
+        raise ckpt.CheckpointError(f"checkpoint {path} is another run's: it was trained with {field}={theirs!r}, "
+                                   f"this run ({run_dir}) with {field}={ours!r}; {EVAL_FIX}") from error
     # jitted where the evaluator is a JAX function; plain Python where it steps host envs
     evaluate = c.evaluate.stage(over_seeds(lambda p, s, k: c.evaluate(p, s, k, greedy=greedy), cfg.num_seeds))
     result = jax.device_get(evaluate(state.learner.params, state.rollout.obs_stats,
