@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from cli_checks import assert_train_refuses  # tests/cli_checks.py
-from jaxrl_async.algorithms.dqn import env_steps_of, epsilon_schedule, q_learning_loss
+from jaxrl_async.algorithms.dqn import epsilon_schedule, q_learning_loss
+from jaxrl_async.algorithms.sgd import env_steps_of
 from jaxrl_async.cli.main import parse_train
 from jaxrl_async.trainer.build import build
 from jaxrl_async.algorithms.dqn_config import DQNConfig
@@ -70,6 +71,9 @@ def test_epsilon_follows_its_schedule_past_two_to_the_31_env_steps():
     np.testing.assert_allclose(float(epsilon(env_steps_of(updates, 1024))), 1.0 - 0.9 * (2**31 + 1024) / 4e9,
                                rtol=1e-6)
     np.testing.assert_allclose(float(epsilon(env_steps_of(jnp.int32(6 * 10**6), 1024))), 0.1, rtol=1e-6)  # 6e9
+    # below 2**31 the exact count rounded once, as before: float32(u) * 24 would round twice past 2**24 updates
+    for u in range(2**24 + 1, 2**24 + 64):
+        assert float(env_steps_of(jnp.int32(u), 24)) == float(np.float32(u * 24)), u
 
 
 def test_epsilon_greedy_acts_and_scores_as_stated():

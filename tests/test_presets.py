@@ -107,6 +107,7 @@ def test_a_fused_run_given_the_async_modes_flags_says_it_ignores_them(flags, say
     (["--algo", "pqn", "--epsilon-end", "0.1", "--double-q"], "--algo pqn does not read --double-q, "),  # epsilon: read
     (["--algo", "a2c", "--clip-value-loss", "--update-epochs", "2"], "--algo a2c does not read --clip-value-loss, "),
     (["--algo", "dqn", "--update-epochs", "2"], "--algo dqn does not read --update-epochs, "),
+    (["--algo", "impala", "--no-normalize-advantages"], "--algo impala does not read --no-normalize-advantages, "),
     (["--algo", "dqn", "--replay-capacity", "50000", "--double-q", "--learning-rate", "1e-3"], None),
 ])
 def test_train_says_which_flags_given_its_learner_ignores(flags, says):

@@ -114,8 +114,9 @@ def test_the_flags_a_learner_is_told_to_ignore_change_nothing_it_computes(algo):
     """`unread_flags` says which flags a run ignores from the registry's lines alone (each section's
     owner, `replay`, `reads`). Each learner's iteration, rollout and update, is traced with every
     flag of the other learners' sections, the replay's and the learner section's declared ones
-    moved: those it is told to ignore must leave the program as it was, and those it reads change
-    it. The per-seed hyperparameters are the state's arrays, not the program's: `hparams_read`,
+    moved: those it is told to ignore must leave the program as it was (a flag it reads, told as
+    ignored, fails this), and those it reads change it (together: a `reads` entry it does not read
+    would only keep a note back, never give a wrong one). The per-seed hyperparameters are the state's arrays, not the program's: `hparams_read`,
     which sweeps rely on, covers them."""
     spec = algorithms.LEARNERS[algo]
     cfg = TrainConfig(env="Pendulum-v1" if "Box" in spec.actions and "Discrete" not in spec.actions else "CartPole-v1",
@@ -129,7 +130,8 @@ def test_the_flags_a_learner_is_told_to_ignore_change_nothing_it_computes(algo):
                 if entry.startswith("learner.")}
     moved["learner"] = {field: _another_value(getattr(cfg.learner, field)) for field in sorted(declared)}
     told = cfg.unread_flags(moved)
-    unread = {name: {field: value for field, value in fields.items() if "--" + field.replace("_", "-") in told}
+    told_fields = {flag.removeprefix("--").removeprefix("no-").replace("-", "_") for flag in told}  # --no-x: x off
+    unread = {name: {field: value for field, value in fields.items() if field in told_fields}
               for name, fields in moved.items()}
     read = {name: {field: value for field, value in fields.items() if field not in unread[name]}
             for name, fields in moved.items()}

@@ -34,19 +34,13 @@ import optax
 from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.algorithms.replay.learner import (ReplayState, begin_update, host_hooks, learn_once_ready,
                                                    new_buffer, polyak, replay_metrics)
-from jaxrl_async.algorithms.sgd import LearnerHyperparams
+from jaxrl_async.algorithms.sgd import LearnerHyperparams, env_steps_of
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision, observed_legal_actions
 from jaxrl_async.nets.q import make_q_policy
 from jaxrl_async.core.distributions import mask_scores, pick
 from jaxrl_async.core.optimizer import global_norm, make_optimizer, sgd_step
 from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.types import Algorithm, Learner, LearnerState, Trajectory
-
-
-def env_steps_of(update_count: jax.Array, batch_size: int) -> jax.Array:
-    """The env steps per seed that `update_count` updates of `batch_size` steps took, as float32:
-    the int32 product wraps negative past 2**31 steps, and the schedule would start over."""
-    return update_count.astype(jnp.float32) * batch_size
 
 
 def epsilon_schedule(dqn_cfg, total_timesteps: int) -> Callable[[jax.Array], jax.Array]:

@@ -32,8 +32,8 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from jaxrl_async.algorithms.dqn import env_steps_of, epsilon_schedule
-from jaxrl_async.algorithms.sgd import LearnerHyperparams, make_learner, replay_batch
+from jaxrl_async.algorithms.dqn import epsilon_schedule
+from jaxrl_async.algorithms.sgd import LearnerHyperparams, env_steps_of, make_learner, replay_batch
 from jaxrl_async.config import check_minibatches
 from jaxrl_async.speed import SpeedSettings
 from jaxrl_async.core.advantages import batched_q_lambda_returns, gae_inputs

@@ -43,6 +43,16 @@ def annealed_learning_rate(learning_rate, update_count: jax.Array, num_updates: 
     return learning_rate * (1.0 - update_count.astype(jnp.float32) / num_updates)
 
 
+def env_steps_of(update_count: jax.Array, batch_size: int) -> jax.Array:
+    """The env steps per seed that `update_count` updates of `batch_size` steps took, as float32
+    (schedules keyed on env steps: DQN's and PQN's epsilon). The int32 product, where it fits,
+    rounded once; past 2**31 steps, where it would wrap negative and a schedule start over, the
+    product in float32."""
+    fits = update_count <= (2**31 - 1) // batch_size
+    return jnp.where(fits, (update_count * batch_size).astype(jnp.float32),
+                     update_count.astype(jnp.float32) * batch_size)
+
+
 def sweep_hparams(cfg, seeds_per_point: int, **axes: Sequence[float]) -> tuple[LearnerHyperparams, list[dict]]:
     """Hyperparameters for a sweep vmapped inside one jit: every grid point, `seeds_per_point` seeds each.
 

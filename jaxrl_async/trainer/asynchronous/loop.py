@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
+from jaxrl_async.algorithms.sgd import env_steps_of
 from jaxrl_async.trainer import metrics as metrics_lib
 from jaxrl_async.core.programs import over_seeds, warm_up
 from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS
@@ -110,13 +111,13 @@ def behaviour_hook(c: Components, state: TrainState):
     taken, `index * num_envs * num_steps`); the params of version `index` are that already."""
     if c.algo.behaviour is None:
         return None
-    act_params = jax.jit(c.algo.behaviour)
-    # env steps as float32: an int32 would overflow past 2**31 steps per seed
-    jax.block_until_ready(act_params(state.learner.params, jnp.float32(0)))  # compiled here, not in rollout 0
     batch_size = c.cfg.batch_size
+    # the env steps counted as the learner counts them (`env_steps_of`), so lag 0 stays the fused run's
+    act_params = jax.jit(lambda params, updates: c.algo.behaviour(params, env_steps_of(updates, batch_size)))
+    jax.block_until_ready(act_params(state.learner.params, jnp.int32(0)))  # compiled here, not in rollout 0
 
     def behaviour(params, version: int, index: int):
-        return params if version == index else act_params(params, jnp.float32(index * batch_size))
+        return params if version == index else act_params(params, jnp.int32(index))
 
     return behaviour
 
