@@ -27,12 +27,6 @@ def require(condition: bool, field: str, value, allowed: str) -> None:
         raise ValueError(f"{field}={value!r} is invalid: {allowed}")
 
 
-@functools.cache
-def _field_types(cls: type) -> tuple[tuple[str, Any], ...]:
-    hints = typing.get_type_hints(cls)
-    return tuple((field.name, hints[field.name]) for field in dataclasses.fields(cls))
-
-
 _PLAIN_KINDS: dict[type, tuple[Callable[[Any], bool], str, str]] = {  # the check, the kind, its plural
     bool: (lambda v: isinstance(v, bool), "True or False", "booleans"),
     int: (lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool), "an integer", "integers"),
@@ -64,12 +58,18 @@ def _kind(hint) -> tuple[Callable[[Any], bool], str]:
     return (lambda v: True), "anything"
 
 
+@functools.cache
+def _field_kinds(cls: type) -> tuple[tuple[str, Callable[[Any], bool], str], ...]:
+    """Each field of the dataclass `cls` with its annotation's kind (`_kind`), read once a class."""
+    hints = typing.get_type_hints(cls)
+    return tuple((field.name, *_kind(hints[field.name])) for field in dataclasses.fields(cls))
+
+
 def require_field_types(config) -> None:
     """A ValueError naming the first field of the dataclass `config` whose value is not of its
     annotated type (`num_envs=4.5`, `learning_rate='fast'`), before the field's own rules compare
     it: they would fail on it with a TypeError naming no field, or pass it on to fail in a run."""
-    for name, hint in _field_types(type(config)):
-        fits, words = _kind(hint)
+    for name, fits, words in _field_kinds(type(config)):
         value = getattr(config, name)
         require(fits(value), name, value, f"must be {words}")
 

@@ -199,7 +199,8 @@ class Run:
                        learner_host=learner_host, loop_phases=loop_phases, videos=videos)
         run_dir = cfg.run_dir if resume is not None else \
             run_dir_lib.create_run_dir(cfg.run_dir or run_dir_lib.default_run_dir(cfg.env, cfg.algo))
-        try:
+        with run_dir_lib.writing(run_dir, fix="copy the run where you can write and resume the copy"
+                                 if resume is not None else "choose another --run-dir"):
             if resume is not None:
                 run_dir_lib.drop_metrics_after(run_dir, start_update)
                 run_dir_lib.drop_summary(run_dir)
@@ -209,11 +210,6 @@ class Run:
                           f"(update {start_update}): removed with those updates; the resumed run's next best "
                           "evaluation writes it again", flush=True)
             run_dir_lib.write_config(run_dir, cfg.to_dict())
-        except OSError as error:  # a read-only file system, no permission, a full disk: before any step
-            fix = "copy the run where you can write and resume the copy" if resume is not None else \
-                "choose another --run-dir"
-            raise ValueError(f"cannot write to the run directory {run_dir!r}: {error.strerror or error} "
-                             f"({error.filename or run_dir}); {fix}") from error
         # the tracker logs the config with the directory the run has (a default one is picked above)
         sinks = sinks_lib.open_sinks(run_dir, cfg.env_steps, console, tensorboard=cfg.tensorboard, tracker=cfg.tracker,
                                      config={**cfg.to_dict(), "run_dir": run_dir}) + list(extra_sinks)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
 import os
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import jax
 import numpy as np
@@ -36,14 +37,23 @@ def check_fresh(path: str) -> None:
                          f"or continue it with --resume {path}")
 
 
+@contextlib.contextmanager
+def writing(path: str, what: str = "write to", fix: str = "choose another --run-dir") -> Iterator[None]:
+    """The run directory's writes before a run starts: an OSError (a file in the way, no
+    permission, a read-only file system, a full disk) as a ValueError naming the directory and
+    `fix`, one line for the user, not a traceback."""
+    try:
+        yield
+    except OSError as error:
+        raise ValueError(f"cannot {what} the run directory {path!r}: {error.strerror or error} "
+                         f"({error.filename or path}); {fix}") from error
+
+
 def create_run_dir(path: str) -> str:
     """Make a fresh run directory; refuse one that already holds a run."""
     check_fresh(path)
-    try:
+    with writing(path, "make"):
         os.makedirs(path, exist_ok=True)
-    except OSError as error:  # a file in the way, a path under a file, no permission
-        raise ValueError(f"cannot make the run directory {path!r}: {error.strerror or error} "
-                         f"({error.filename or path}); choose another --run-dir") from error
     return path
 
 
