@@ -503,6 +503,24 @@ def test_vtrace_matrix_form_matches_paper_numpy(lam, thresholds):
         np.testing.assert_allclose(out.pg_advantage[:, b], pg, rtol=1e-4, atol=1e-4)
 
 
+def test_vtrace_matrix_form_gradients_match_the_scan_where_decays_underflow():
+    # rho e^-3 over 64 steps: the running log-decay reaches -190, so the masked entries' differences
+    # overflow exp. Their gradient was 0 * inf = NaN while the values still matched.
+    rng = np.random.default_rng(0)
+    v_tm1, v_t, r_t = (jnp.asarray(rng.normal(size=64), jnp.float32) for _ in range(3))
+    discount_t = jnp.full(64, 0.99, jnp.float32)
+
+    def total(log_rho, scan):
+        out = adv.vtrace(v_tm1, v_t, r_t, discount_t, jnp.exp(log_rho), 0.95,
+                         stop_target_gradients=False, scan=scan)
+        return jnp.sum(out.vs) + jnp.sum(out.pg_advantage)
+
+    log_rho = jnp.full(64, -3.0, jnp.float32)
+    grads = {scan: jax.grad(total)(log_rho, scan) for scan in adv.SCANS}
+    assert np.isfinite(grads["matrix"]).all()
+    np.testing.assert_allclose(grads["matrix"], grads["sequential"], rtol=1e-4, atol=1e-5)
+
+
 def test_vtrace_reference_sees_truncation():
     """The NumPy reference is not blind to truncations: ignoring them changes it."""
     frag = random_fragment(1, length=18, p_term=0.0, p_trunc=0.2)
