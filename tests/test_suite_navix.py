@@ -89,6 +89,24 @@ def test_spaces_ids_and_bad_kwargs():
         make_env("navix:Navix-Empty-5x5")
 
 
+def test_rgb_observations_reach_the_policy_in_the_unit_range():
+    # navix renders uint8 0-255; at that scale an MLP's or CNN's first layer saturates, so the
+    # adapter feeds navix's pixels / 255 and says so in its space
+    env, params = make_env(ENV, observation="rgb")
+    obs, state = jax.jit(env.reset)(jax.random.PRNGKey(0), params)
+    for _ in range(2):  # the reset's observation, then a step's
+        pixels = np.asarray(state.env_state.inner.observation)  # navix's own, kept in its timestep
+        assert pixels.dtype == np.uint8 and pixels.max() == 255
+        assert obs.dtype == jnp.float32
+        np.testing.assert_allclose(obs, pixels / 255.0, rtol=1e-6)
+        obs, state, *_ = jax.jit(env.step)(jax.random.PRNGKey(1), state, 2, params)
+    for observation, shape in (("rgb", pixels.shape), ("rgb_first_person", (56, 56, 3))):
+        space = make_env(ENV, observation=observation)[0].observation_space(params)
+        assert (space.low, space.high, space.dtype, space.shape) == (0.0, 1.0, jnp.float32, shape)
+    env, params = make_env(ENV)
+    assert env.reset(jax.random.PRNGKey(0), params)[0].dtype == jnp.uint8  # symbolic ids stay as navix's
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     return suite_runs(ENV, tmp_path_factory.mktemp("navix"))

@@ -21,6 +21,8 @@ env_kwargs:
   observation: which of navix's observation functions: 'symbolic' (default: the full grid,
     [H, W, 3] uint8 of (object, colour, state)), 'symbolic_first_person' ([7, 7, 3]),
     'categorical' ([H, W] object ids), 'categorical_first_person', 'rgb', 'rgb_first_person'.
+    The RGB images reach the policy as float32 in [0, 1] (navix's uint8 / 255), as pixels are
+    fed to a network: at 0-255 the first layer's inputs are ~100x its initialisation's scale.
   max_steps_in_episode: a time limit of ours on top (0: navix's alone).
   any other keyword: passed to navix's constructor (e.g. gamma, penality_coeff).
 """
@@ -60,13 +62,18 @@ class NavixEnv(SuiteEnv):
         self._env = env
         # None: navix renders the grid's background at each reset (the rgb observations read it)
         self._cache = None if rendered else RenderingCache(patches=jnp.zeros((0, 1, 1, 3), jnp.uint8))
+        self._rgb = rendered
         reset = jax.eval_shape(self.reset_env, jax.random.PRNGKey(0), self.default_params)[0]
         self._obs_shape, self._obs_dtype = reset.shape, reset.dtype
         self._num_actions = len(env.action_set)
 
     def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[jax.Array, Any]:
         timestep = self._env.reset(key, self._cache)
-        return timestep.observation, timestep
+        return self._observation(timestep), timestep
+
+    def _observation(self, timestep: Any) -> jax.Array:
+        # RGB pixels scaled to [0, 1] (the module docstring says why); navix's ids kept as they are
+        return jnp.asarray(timestep.observation, jnp.float32) / 255.0 if self._rgb else timestep.observation
 
     def own_truncation_interval(self) -> int:
         return int(self._env.max_steps)  # navix truncates at `t >= max_steps`, t restarted by each reset
@@ -74,7 +81,7 @@ class NavixEnv(SuiteEnv):
     def step_env(self, key: jax.Array, timestep: Any, action: jax.Array, params: SuiteParams) -> tuple:
         # `_step`, not `step`: navix's `step` would reset one call after the end (module docstring)
         timestep = self._env._step(timestep, jnp.asarray(action, jnp.int32))
-        return (timestep.observation, timestep, timestep.reward, timestep.step_type == _TERMINATION,
+        return (self._observation(timestep), timestep, timestep.reward, timestep.step_type == _TERMINATION,
                 timestep.step_type == _TRUNCATION)
 
     def action_space(self, params: Any = None) -> spaces.Discrete:
@@ -93,6 +100,8 @@ class NavixEnv(SuiteEnv):
                         fps=GRID_FPS)
 
     def observation_space(self, params: Any = None) -> spaces.Box:
+        if self._rgb:
+            return spaces.Box(0.0, 1.0, self._obs_shape, jnp.float32)
         # the dtype's range, not navix's declared one: its symbolic space says at most 8, but the
         # player's object id is 10
         info = np.iinfo(self._obs_dtype)
