@@ -131,7 +131,7 @@ class NetworkConfig:
     activation: Literal["tanh", "relu", "gelu", "swish", "elu"] = "tanh"
     """Nonlinearity between layers."""
     torso: Literal["auto", "mlp", "cnn"] = "auto"
-    """Observation encoder: 'auto' picks the CNN for image observations (MinAtar), else the MLP. A Dict / Tuple observation gets one encoder per leaf ('auto': the CNN for [H, W, C] leaves, the MLP for the rest; 'mlp': the MLP for all; 'cnn': every leaf must be an image), their features joined before the heads or the core."""
+    """Observation encoder: 'auto' picks the CNN for image observations [H, W, C] (one 3x3 conv for a small grid like MinAtar's; DQN's three strided convs from 36 pixels a side, as Atari's 84x84 frames), else the MLP. A Dict / Tuple observation gets one encoder per leaf ('auto': the CNN for [H, W, C] leaves, the MLP for the rest; 'mlp': the MLP for all; 'cnn': every leaf must be an image), their features joined before the heads or the core."""
     core: Literal["none", "gru", "lstm"] = "none"
     """Recurrent core after the torso (shared by actor and critic), for partially observable tasks."""
     core_size: int = 64

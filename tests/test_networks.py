@@ -15,7 +15,7 @@ from gymnax.environments import spaces
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.core.distributions import (Categorical, DiagGaussian, EpsilonGreedy, MultiCategorical,
                                             TanhGaussian, pick)
-from jaxrl_async.nets.actor_critic import make_policy, reset_carry
+from jaxrl_async.nets.actor_critic import STRIDED_CONVS, conv_layers, make_policy, reset_carry
 from jaxrl_async.nets.box_policy import UnitBox
 from jaxrl_async.nets.orthogonal import orthogonal
 from jaxrl_async.nets.sac import SquashedGaussian
@@ -339,6 +339,18 @@ def test_cnn_policy_on_minatar_shaped_images():
     dist, value = act(policy, params, obs)
     assert dist.logits.shape == (2, 5, 6)
     assert value.shape == (2, 5)
+
+
+def test_cnn_torso_takes_dqns_strided_convs_from_36_pixels_a_side():
+    # one 3x3 conv keeps every pixel: on an 84x84 frame its flattened features would be 112,896
+    policy = make_policy(NetworkConfig(hidden_sizes=(32,)), (84, 84, 4), spaces.Discrete(6))
+    torso = policy.init(jax.random.PRNGKey(0))["params"]["actor_torso"]
+    assert [torso[f"Conv_{i}"]["kernel"].shape for i in range(3)] == [(8, 8, 4, 32), (4, 4, 32, 64),
+                                                                      (3, 3, 64, 64)]
+    assert torso["MLPTorso_0"]["Dense_0"]["kernel"].shape == (7 * 7 * 64, 32)  # 84 -> 20 -> 9 -> 7, as Mnih et al.'s
+    assert conv_layers((36, 50, 3)) == STRIDED_CONVS and conv_layers((35, 84, 3)) == ((16, 3, 1),)
+    small = make_policy(NetworkConfig(hidden_sizes=(32,)), (35, 35, 3), spaces.Discrete(2))
+    assert small.init(jax.random.PRNGKey(0))["params"]["actor_torso"]["MLPTorso_0"]["Dense_0"]["kernel"].shape == (35 * 35 * 16, 32)
 
 
 def test_mlp_torso_flattens_rank_two_observations():

@@ -84,18 +84,36 @@ class MLPTorso(nn.Module):
         return x
 
 
+# (features, kernel, stride) of Mnih et al. 2015's DQN, for images of at least this many pixels a side
+STRIDED_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+STRIDED_FROM = 36  # the smallest side the three unpadded convs reduce to one pixel or more
+
+
+def conv_layers(image_shape) -> tuple[tuple[int, int, int], ...]:
+    """The conv stack `CNNTorso` applies to an `[H, W, C]` image: one 3x3 conv of 16 features for
+    a small grid (MinAtar's 10x10, the gridworlds'); DQN's strided convs where the smaller side is
+    at least `STRIDED_FROM` pixels. The one conv keeps every pixel, so its flattened features grow
+    with H x W: on Craftax's 63x63 pixels or an 84x84 Atari frame its dense layer alone would hold
+    4-7M weights, where the strided convs leave 1-3k features."""
+    return STRIDED_CONVS if min(image_shape[:2]) >= STRIDED_FROM else ((16, 3, 1),)
+
+
 class CNNTorso(nn.Module):
-    """A small conv torso for 10x10xC MinAtar-style images, then the MLP."""
+    """Convs over an `[..., H, W, C]` image (`conv_layers`: chosen by its size), then the MLP."""
 
     hidden_sizes: Sequence[int]
     activation: str
-    layer_norm: bool = False  # LayerNorm between each layer and its nonlinearity, the conv's included
+    layer_norm: bool = False  # LayerNorm between each layer and its nonlinearity, the convs' included
 
     @nn.compact
     def __call__(self, x):
         act = _ACTIVATIONS[self.activation]
-        x = act(_normalized(nn.Conv(16, (3, 3), kernel_init=orthogonal(np.sqrt(2.0)))(x),
-                            self.layer_norm))
+        layers = conv_layers(x.shape[-3:])
+        # the one small conv pads its borders (SAME), DQN's strided ones do not (VALID), as published
+        padding = "SAME" if len(layers) == 1 else "VALID"
+        for features, kernel, stride in layers:
+            x = act(_normalized(nn.Conv(features, (kernel, kernel), (stride, stride), padding=padding,
+                                        kernel_init=orthogonal(np.sqrt(2.0)))(x), self.layer_norm))
         x = x.reshape(x.shape[:-3] + (-1,))
         return MLPTorso(self.hidden_sizes, self.activation, self.layer_norm)(x)
 
