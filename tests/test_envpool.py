@@ -51,6 +51,28 @@ def test_spaces_and_time_limit_come_from_envpools_spec():
     assert pendulum.action_space.shape == (1,) and float(pendulum.action_space.high[0]) == 2.0
 
 
+def test_atari_frames_reach_the_policy_channels_last_in_the_unit_range():
+    # EnvPool stacks Pong's 4 frames channels first, uint8: the convs would read 84 rows as channels
+    spec = make_host_env("envpool:Pong-v5")
+    assert spec.observation_space.shape == (84, 84, 4)
+    envs = spec.make_vec(num_envs=2)
+    try:
+        obs = envs.reset(seeds=[1, 2])
+        step = envs.step(np.array([2, 3]))
+    finally:
+        envs.close()
+    import envpool
+
+    pool = envpool.make("Pong-v5", env_type="gymnasium", num_envs=2, env_seed=[1, 2])
+    raw = pool.reset()[0]
+    raw_next = pool.step(np.array([2, 3]))[0]
+    pool.close()
+    assert raw.shape == (2, 4, 84, 84) and raw.dtype == np.uint8 and raw.max() > 200
+    np.testing.assert_allclose(obs, np.moveaxis(raw, 1, -1) / 255, rtol=1e-6)
+    np.testing.assert_allclose(step.obs, np.moveaxis(raw_next, 1, -1) / 255, rtol=1e-6)
+    assert obs.dtype == np.float32 and obs.flags["C_CONTIGUOUS"]
+
+
 def test_every_step_is_a_real_transition_across_terminations():
     """Constant pushes end episodes within ~10 steps. Every step's final_obs is CartPole's equations
     applied to the obs the action was taken in, reset steps included (so no NEXT_STEP dummy

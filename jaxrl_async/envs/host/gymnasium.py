@@ -48,7 +48,7 @@ class GymnasiumVecEnv(HostVecEnv):
 
         self._envs = envs
         single_space = envs[0].observation_space
-        if isinstance(single_space, gymnasium.spaces.Box):
+        if isinstance(single_space, gymnasium.spaces.Box) and self._pixels is None:
             # one array: each observation cast to float32 on its way into the batch, as stacking in
             # the space's float dtype and then casting gives, in one NumPy call instead of four
             self._batch = lambda observations: np.asarray(observations, dtype=np.float32)

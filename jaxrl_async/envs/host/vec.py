@@ -18,7 +18,8 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 from gymnax.environments import spaces
 
-from jaxrl_async.envs.spaces import as_observation, from_gymnasium, is_shape, map_shapes, observation_shapes
+from jaxrl_async.envs.spaces import (as_observation, as_pixels, from_gymnasium, is_shape, map_shapes,
+                                     observation_shapes, pixel_layouts)
 
 
 def to_gymnax_space(space: Any, what: str) -> Any:
@@ -79,6 +80,7 @@ class HostVecEnv(abc.ABC):
 
     def __init__(self, num_envs: int, observation_space: Any, action_space: Any):
         self._obs_shape = observation_shapes(observation_space)
+        self._pixels = pixel_layouts(observation_space)  # None: no image to scale
         self.num_envs = num_envs
         self._box = isinstance(action_space, spaces.Box)
         self._low, self._high = (np.asarray(action_space.low), np.asarray(action_space.high)) if self._box else (0, 0)
@@ -87,8 +89,9 @@ class HostVecEnv(abc.ABC):
 
     def _observation(self, obs: Any) -> Any:
         """float32 arrays in the observation space's structure (gymnasium batches a Dict / Tuple
-        observation leaf by leaf)."""
-        return as_observation(self._obs_shape, obs, np)
+        observation leaf by leaf), images in [0, 1] with their channels last (`spaces.PixelBox`)."""
+        obs = as_observation(self._obs_shape, obs, np)
+        return obs if self._pixels is None else as_pixels(self._obs_shape, obs, self._pixels)
 
     def reset(self, seeds: list[int]) -> Any:
         """Reset every env, env i seeded with `seeds[i]`; the observations, float32."""

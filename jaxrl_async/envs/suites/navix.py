@@ -22,7 +22,8 @@ env_kwargs:
     [H, W, 3] uint8 of (object, colour, state)), 'symbolic_first_person' ([7, 7, 3]),
     'categorical' ([H, W] object ids), 'categorical_first_person', 'rgb', 'rgb_first_person'.
     The RGB images reach the policy as float32 in [0, 1] (navix's uint8 / 255), as pixels are
-    fed to a network: at 0-255 the first layer's inputs are ~100x its initialisation's scale.
+    fed to a network: at 0-255 the first layer's inputs are two orders of magnitude above the
+    scale its initialisation expects.
   max_steps_in_episode: a time limit of ours on top (0: navix's alone).
   any other keyword: passed to navix's constructor (e.g. gamma, penality_coeff).
 """
