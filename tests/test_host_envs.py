@@ -22,6 +22,8 @@ from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async import TrainConfig
 from jaxrl_async.envs.host.gymnasium import make_host_env
+from jaxrl_async.envs.host.observations import OneHotBox, PixelBox, policy_input, policy_space
+from jaxrl_async.envs.spaces import as_observation, from_gymnasium, observation_shapes
 from jaxrl_async.envs.host.cores import on_core
 from jaxrl_async.nets.actor_critic import reset_carry
 from jaxrl_async.trainer.training import train
@@ -37,6 +39,44 @@ def test_spaces_map_to_gymnax_spaces():
     assert spec.observation_space.shape == (2,)
     assert spec.action_space.n == 2
     assert spec.max_episode_steps == 4
+
+
+def test_images_reach_the_policy_in_the_unit_range_channels_last_and_ids_one_hot():
+    from gymnasium import spaces as gym_spaces
+
+    frames = policy_space(from_gymnasium(gym_spaces.Box(0, 255, (4, 84, 84), np.uint8)))  # EnvPool's Atari
+    screen = policy_space(from_gymnasium(gym_spaces.Box(0, 255, (210, 160, 3), np.uint8)))
+    assert isinstance(frames, PixelBox) and frames.channels_first and frames.shape == (84, 84, 4)
+    assert isinstance(screen, PixelBox) and not screen.channels_first and screen.shape == (210, 160, 3)
+    assert (frames.low, frames.high, frames.dtype) == (0.0, 1.0, np.float32)
+    for kept in (gym_spaces.Box(0, 10, (5, 5, 3), np.uint8), gym_spaces.Box(0, 255, (84, 84), np.uint8),
+                 gym_spaces.Box(0.0, 255.0, (3, 8, 8), np.float32)):  # ids; one channel; floats
+        assert type(policy_space(from_gymnasium(kept))) is type(from_gymnasium(kept))
+    assert policy_input(policy_space(from_gymnasium(gym_spaces.Box(-1.0, 1.0, (3,))))) is None
+    space = policy_space(from_gymnasium(gym_spaces.Dict({
+        "frames": gym_spaces.Box(0, 255, (2, 9, 7), np.uint8), "screen": gym_spaces.Box(0, 255, (9, 7, 2), np.uint8),
+        "card": gym_spaces.Discrete(5), "pos": gym_spaces.Box(-1.0, 1.0, (3,))})))
+    assert isinstance(space.spaces["card"], OneHotBox) and space.spaces["card"].shape == (5,)
+    rng = np.random.default_rng(0)
+    raw = {"frames": rng.integers(0, 256, (6, 2, 9, 7)), "screen": rng.integers(0, 256, (6, 9, 7, 2)),
+           "card": np.array([0, 4, 2, 2, 1, 3]), "pos": rng.normal(size=(6, 3))}
+    obs = policy_input(space)(as_observation(observation_shapes(space), raw, np))
+    np.testing.assert_allclose(obs["frames"], np.transpose(raw["frames"], (0, 2, 3, 1)) / 255, rtol=1e-6)
+    np.testing.assert_allclose(obs["screen"], raw["screen"] / 255, rtol=1e-6)
+    np.testing.assert_array_equal(obs["card"], np.eye(5)[raw["card"]])
+    np.testing.assert_array_equal(obs["pos"], raw["pos"].astype(np.float32))
+    assert all(x.dtype == np.float32 for x in obs.values()) and obs["frames"].shape == (6, 9, 7, 2)
+
+
+def test_a_discrete_observation_steps_one_hot():
+    # FrozenLake's state is one id of 16: as a number, its size would mean something to the MLP
+    spec = make_host_env("gymnasium:FrozenLake-v1", is_slippery=False)
+    assert spec.observation_space.shape == (16,)
+    envs = spec.make_vec(2)
+    np.testing.assert_array_equal(envs.reset([0, 1]), np.eye(16)[[0, 0]])
+    step = envs.step(np.array([2, 1]))  # right (to state 1), down (to state 4)
+    np.testing.assert_array_equal(step.obs, np.eye(16, dtype=np.float32)[[1, 4]])
+    envs.close()
 
 
 def test_the_spec_takes_the_time_limit_the_env_kwargs_give():
@@ -146,11 +186,12 @@ def test_nested_observations_and_multidiscrete_actions_keep_the_pre_reset_obs_pe
         ended = np.array([t0[k] == 3, t1[k] == 4])
         np.testing.assert_array_equal(step.final_obs["t"][:, 0], [t0[k], t1[k]])
         np.testing.assert_array_equal(step.final_obs["pair"][0], np.full((2, 3, 3), [[[t0[k]]], [[t1[k]]]]))
-        np.testing.assert_array_equal(step.final_obs["pair"][1], [t0[k] % 4, t1[k] % 4])
+        one_hot = np.eye(4, dtype=np.float32)  # the Discrete(4) leaf reaches the policy one-hot
+        np.testing.assert_array_equal(step.final_obs["pair"][1], one_hot[[t0[k] % 4, t1[k] % 4]])
         after = np.where(ended, 0, [t0[k], t1[k]])  # the reset observation where the episode ended
         np.testing.assert_array_equal(step.obs["t"][:, 0], after)
         np.testing.assert_array_equal(step.obs["pair"][0][:, 0, 0], after)
-        np.testing.assert_array_equal(step.obs["pair"][1], after % 4)
+        np.testing.assert_array_equal(step.obs["pair"][1], one_hot[after % 4])
     envs.close()
 
 

@@ -20,8 +20,7 @@ from jaxrl_async.config import NetworkConfig
 from jaxrl_async.core.distributions import MultiCategorical
 from jaxrl_async.envs import RunningMeanStd
 from jaxrl_async.nets.actor_critic import make_policy
-from jaxrl_async.envs.spaces import (MultiDiscrete, PixelBox, as_observation, as_pixels, from_gymnasium,
-                                     observation_shapes, pixel_layouts)
+from jaxrl_async.envs.spaces import MultiDiscrete, from_gymnasium, observation_shapes
 from jaxrl_async.trainer.training import train
 from learning_checks import PROBE_SEEDS, learn_probe
 
@@ -90,33 +89,6 @@ def test_from_gymnasium_converts_nested_spaces():
         from_gymnasium(gym_spaces.Text(5))
     with pytest.raises(ValueError, match="starts at 1"):
         from_gymnasium(gym_spaces.Discrete(3, start=1))
-
-
-def test_from_gymnasium_reads_uint8_images_as_pixels_in_the_unit_range():
-    from gymnasium import spaces as gym_spaces
-
-    frames = from_gymnasium(gym_spaces.Box(0, 255, (4, 84, 84), np.uint8))  # EnvPool's Atari stack
-    screen = from_gymnasium(gym_spaces.Box(0, 255, (210, 160, 3), np.uint8))
-    assert isinstance(frames, PixelBox) and frames.channels_first and frames.shape == (84, 84, 4)
-    assert isinstance(screen, PixelBox) and not screen.channels_first and screen.shape == (210, 160, 3)
-    assert (frames.low, frames.high, frames.dtype) == (0.0, 1.0, jnp.float32)
-    for not_pixels in (gym_spaces.Box(0, 10, (5, 5, 3), np.uint8), gym_spaces.Box(0, 255, (84, 84), np.uint8),
-                       gym_spaces.Box(0.0, 255.0, (3, 8, 8), np.float32)):  # ids; one channel; floats
-        assert type(from_gymnasium(not_pixels)) is spaces.Box
-    space = from_gymnasium(gym_spaces.Dict({"frames": gym_spaces.Box(0, 255, (2, 9, 7), np.uint8),
-                                            "ids": gym_spaces.Box(0, 255, (9, 7, 2), np.uint8),
-                                            "pos": gym_spaces.Box(-1.0, 1.0, (3,))}))
-    assert pixel_layouts(space) == {"frames": "chw", "ids": "hwc", "pos": ""}
-    assert pixel_layouts(from_gymnasium(gym_spaces.Box(-1.0, 1.0, (3,)))) is None
-    rng = np.random.default_rng(0)
-    raw = {"frames": rng.integers(0, 256, (5, 2, 9, 7)), "ids": rng.integers(0, 256, (5, 9, 7, 2)),
-           "pos": rng.normal(size=(5, 3))}
-    shapes = observation_shapes(space)
-    obs = as_pixels(shapes, as_observation(shapes, raw, np), pixel_layouts(space))
-    np.testing.assert_allclose(obs["frames"], np.transpose(raw["frames"], (0, 2, 3, 1)) / 255, rtol=1e-6)
-    np.testing.assert_allclose(obs["ids"], raw["ids"] / 255, rtol=1e-6)
-    np.testing.assert_array_equal(obs["pos"], raw["pos"].astype(np.float32))
-    assert obs["frames"].dtype == np.float32 and obs["frames"].shape == (5, 9, 7, 2)
 
 
 def test_a_plain_box_keeps_the_one_torso_network():

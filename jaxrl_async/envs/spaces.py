@@ -8,8 +8,7 @@
   gymnax `Dict` / `Tuple` a dict / tuple of the same (nested as the space is). Observations are
   then pytrees of the same structure, leaves `[..., *shape]`. `map_shapes` maps over it.
 - `from_gymnasium(space)`: a gymnasium 1.x space as ours (for host envs), without importing
-  gymnasium. An image space (uint8 in [0, 255], `[H, W, C]` or `[C, H, W]`) becomes a `PixelBox`:
-  the policy sees it as float32 in [0, 1], channels last (`pixel_layouts`, `as_pixels`).
+  gymnasium.
 - `ACTION_MASK`: the observation entry that carries an env's legal actions. An env with action
   masks has a Dict observation space with this key, a Box `[n]` for Discrete(n) or
   `[sum(nvec)]` for MultiDiscrete(nvec) (the sub-actions' masks side by side), 1 legal and 0
@@ -148,57 +147,6 @@ def zeros_observation(obs_shape: Any, batch_shape: tuple[int, ...] = ()) -> Any:
     return map_shapes(lambda s: jnp.zeros(tuple(batch_shape) + s, jnp.float32), obs_shape)
 
 
-class PixelBox(spaces.Box):
-    """A host env's image space as the policy sees it: float32 in [0, 1], `[H, W, C]`.
-
-    The env's own observations are uint8 in [0, 255] (gymnasium's image spaces, EnvPool's Atari
-    frames); at that scale a network's first layer takes inputs two orders of magnitude above the
-    scale its initialisation expects. Where the env stacks its frames channels first (`[C, H, W]`:
-    EnvPool's and gymnasium's Atari), the convs would read its 84 rows as channels, so the channels
-    are moved last (`as_pixels`)."""
-
-    def __init__(self, hwc_shape: tuple[int, int, int], channels_first: bool):
-        super().__init__(0.0, 1.0, hwc_shape, jnp.float32)
-        self.channels_first = channels_first
-
-
-def _pixel_box(space: Any) -> PixelBox | None:
-    """A gymnasium Box as a `PixelBox` where it is an image (3-D, uint8, bounds exactly 0 and 255,
-    as Stable-Baselines3's `is_image_space` reads it), else None. Channels first where the first
-    axis is the shortest (`[4, 84, 84]`), else last (`[210, 160, 3]`)."""
-    shape = tuple(int(d) for d in space.shape)
-    if (len(shape) != 3 or np.dtype(space.dtype) != np.uint8 or np.any(np.asarray(space.low) != 0)
-            or np.any(np.asarray(space.high) != 255)):
-        return None
-    channels_first = shape[0] < min(shape[1:])
-    return PixelBox(shape[1:] + shape[:1] if channels_first else shape, channels_first)
-
-
-def pixel_layouts(space: Any) -> Any:
-    """The shape structure's twin with, per leaf, how `as_pixels` reads it: 'chw' or 'hwc' for a
-    `PixelBox`, '' for any other; None where no leaf is an image (the common case: no work)."""
-    def layout(s: Any) -> Any:
-        if isinstance(s, spaces.Dict):
-            return {str(k): layout(v) for k, v in s.spaces.items()}
-        if isinstance(s, spaces.Tuple):
-            return tuple(layout(v) for v in s.spaces)
-        return ("chw" if s.channels_first else "hwc") if isinstance(s, PixelBox) else ""
-
-    layouts = layout(space)
-    return layouts if any(jax.tree.leaves(layouts)) else None
-
-
-def as_pixels(obs_shape: Any, obs: Any, layouts: Any) -> Any:
-    """A host env's float32 observations (`as_observation`) with each image leaf (`pixel_layouts`)
-    scaled to [0, 1] and its channels last: what its `PixelBox` says the policy sees."""
-    def convert(_, x: np.ndarray, how: str) -> np.ndarray:
-        if how == "chw":
-            x = np.ascontiguousarray(np.moveaxis(x, -3, -1))
-        return x * np.float32(1 / 255) if how else x
-
-    return map_shapes(convert, obs_shape, obs, layouts)
-
-
 def from_gymnasium(space: Any) -> spaces.Space:
     """A gymnasium space (Box, Discrete, MultiDiscrete, Dict, Tuple, nested) as ours.
 
@@ -206,7 +154,7 @@ def from_gymnasium(space: Any) -> spaces.Space:
     """
     kind = type(space).__name__
     if kind == "Box":
-        return _pixel_box(space) or spaces.Box(np.asarray(space.low), np.asarray(space.high), tuple(space.shape), space.dtype)
+        return spaces.Box(np.asarray(space.low), np.asarray(space.high), tuple(space.shape), space.dtype)
     if kind == "Discrete":
         if int(space.start) != 0:
             raise ValueError(f"{space!r} starts at {int(space.start)}: only Discrete spaces starting at 0 "

@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from jaxrl_async.config import ENVPOOL_PREFIX, refused_env_kwargs
-from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, set_row, to_gymnax_space
+from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, observation_space_of, set_row, to_gymnax_space
 
 ENVPOOL_MISSING = ("env {env_id!r} needs EnvPool, an optional extra that is not installed: pip install -e "
                    "'.[envpool]' (or pip install envpool; it publishes wheels for Linux), or use gymnasium:{name}")
@@ -127,7 +127,7 @@ def make_envpool_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
             if not env_kwargs:
                 raise
             raise refused_env_kwargs(env_id, env_kwargs, error) from error
-        observation_space = to_gymnax_space(spec.gymnasium_observation_space, f"env={env_id!r}: its observation")
+        observation_space = observation_space_of(spec.gymnasium_observation_space, env_id)
         action_space = to_gymnax_space(spec.gymnasium_action_space, f"env={env_id!r}: its action")
 
     def make_vec(num_envs: int) -> EnvPoolVecEnv:

@@ -18,7 +18,8 @@ the faster of the two anyway (README, "Host environments"), and this loop is fas
 
 Spaces map to ours (`spaces.from_gymnasium`): observations may be a `Box`, a `Discrete` or a
 `Dict` / `Tuple` of them, nested (each env's observation is then a pytree of float32 `[B, ...]`
-arrays, one leaf per entry, and the network encodes each leaf); actions a `Discrete` (start 0), a
+arrays, one leaf per entry, and the network encodes each leaf; a Discrete one reaches it one-hot,
+a uint8 image in [0, 1] with its channels last: `observations`); actions a `Discrete` (start 0), a
 `MultiDiscrete` or a flat `Box`. Any other space raises a clear error naming it. gymnasium is
 imported only when a host env is asked for.
 """
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from jaxrl_async.config import ENVPOOL_PREFIX, GYMNASIUM_PREFIX, host_env_kind, refused_env_kwargs
-from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, to_gymnax_space
+from jaxrl_async.envs.host.vec import HostEnvSpec, HostVecEnv, observation_space_of, to_gymnax_space
 
 
 class GymnasiumVecEnv(HostVecEnv):
@@ -48,7 +49,7 @@ class GymnasiumVecEnv(HostVecEnv):
 
         self._envs = envs
         single_space = envs[0].observation_space
-        if isinstance(single_space, gymnasium.spaces.Box) and self._pixels is None:
+        if isinstance(single_space, gymnasium.spaces.Box) and self._convert is None:
             # one array: each observation cast to float32 on its way into the batch, as stacking in
             # the space's float dtype and then casting gives, in one NumPy call instead of four
             self._batch = lambda observations: np.asarray(observations, dtype=np.float32)
@@ -125,7 +126,7 @@ def make_host_env(env_id: str, **env_kwargs: Any) -> HostEnvSpec:
             raise
         raise refused_env_kwargs(env_id, env_kwargs, error) from error
     try:
-        observation_space = to_gymnax_space(probe.observation_space, f"env={env_id!r}: its observation")
+        observation_space = observation_space_of(probe.observation_space, env_id)
         action_space = to_gymnax_space(probe.action_space, f"env={env_id!r}: its action")
         # the made env's limit: `--env-kwargs max_episode_steps=N` sets it over the registry's, and
         # the evaluator plays episodes up to it

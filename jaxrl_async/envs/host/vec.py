@@ -18,8 +18,8 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 from gymnax.environments import spaces
 
-from jaxrl_async.envs.spaces import (as_observation, as_pixels, from_gymnasium, is_shape, map_shapes,
-                                     observation_shapes, pixel_layouts)
+from jaxrl_async.envs.host.observations import policy_input, policy_space
+from jaxrl_async.envs.spaces import as_observation, from_gymnasium, is_shape, map_shapes, observation_shapes
 
 
 def to_gymnax_space(space: Any, what: str) -> Any:
@@ -28,6 +28,12 @@ def to_gymnax_space(space: Any, what: str) -> Any:
         return from_gymnasium(space)
     except ValueError as error:
         raise ValueError(f"{what} space: {error}") from None
+
+
+def observation_space_of(space: Any, env_id: str) -> Any:
+    """A host env's gymnasium observation space as its policy sees it (`observations.policy_space`);
+    a ValueError naming the env for a space we do not take."""
+    return policy_space(to_gymnax_space(space, f"env={env_id!r}: its observation"))
 
 
 def set_row(obs_shape: Any, batch: Any, i: Any, row: Any) -> None:
@@ -80,7 +86,7 @@ class HostVecEnv(abc.ABC):
 
     def __init__(self, num_envs: int, observation_space: Any, action_space: Any):
         self._obs_shape = observation_shapes(observation_space)
-        self._pixels = pixel_layouts(observation_space)  # None: no image to scale
+        self._convert = policy_input(observation_space)  # None: the env's values as they are
         self.num_envs = num_envs
         self._box = isinstance(action_space, spaces.Box)
         self._low, self._high = (np.asarray(action_space.low), np.asarray(action_space.high)) if self._box else (0, 0)
@@ -89,9 +95,10 @@ class HostVecEnv(abc.ABC):
 
     def _observation(self, obs: Any) -> Any:
         """float32 arrays in the observation space's structure (gymnasium batches a Dict / Tuple
-        observation leaf by leaf), images in [0, 1] with their channels last (`spaces.PixelBox`)."""
+        observation leaf by leaf), as the policy sees them (`observations.policy_space`: images in
+        [0, 1], channels last; ids one-hot)."""
         obs = as_observation(self._obs_shape, obs, np)
-        return obs if self._pixels is None else as_pixels(self._obs_shape, obs, self._pixels)
+        return obs if self._convert is None else self._convert(obs)
 
     def reset(self, seeds: list[int]) -> Any:
         """Reset every env, env i seeded with `seeds[i]`; the observations, float32."""
