@@ -617,7 +617,8 @@ def _edit_config(run_dir):
 
 def _checkpoint_of_another_network(run_dir):
     """The latest checkpoint's config says 32 units (so the config check passes) but its
-    state is the 16-unit one: only the shapes can tell."""
+    state is the 16-unit one: only the shapes can tell. So looks a checkpoint that another
+    version of jaxrl_async wrote, whose network differs for the same config."""
     _edit_config(run_dir)
     path = ckpt.latest_checkpoint(run_dir)
     saved = ckpt.load(path)
@@ -649,7 +650,7 @@ BAD_RESUMES = {
                                 r"run's config\.json says env='CartPole-v1'.*move it out of \S+checkpoints\)"),
     "checkpoint-does-not-fit": (_checkpoint_of_another_network,
                                 r"checkpoint \S+update_000000020\.ckpt does not fit this config: checkpoint state "
-                                r"leaf \S+ has shape \(1, 16, 2\)"),
+                                r"leaf \S+ has shape \(1, 16, 2\).*so another version of jaxrl_async wrote it"),
 }
 
 

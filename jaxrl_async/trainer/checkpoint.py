@@ -274,9 +274,18 @@ def _with_empty_fields(target: Any, saved: Any) -> Any:
     return filled
 
 
-def restore_state(target: Any, state_dict: Any, path: str = "<checkpoint>") -> Any:
+CONFIG_FIX = "resume with the config the run was trained with"
+# where the config's state-shaping fields already match the checkpoint's (`TrainConfig.
+# state_shaping_difference`), a state that still differs is the code's doing, not the config's
+VERSION_FIX = ("its config matches this run's in every field that shapes the state, so another version of "
+               "jaxrl_async wrote it (one whose network or observation space differs): resume or evaluate it "
+               "with that version, or start a new run")
+
+
+def restore_state(target: Any, state_dict: Any, path: str = "<checkpoint>", fix: str = CONFIG_FIX) -> Any:
     """Fill `target`'s structure with the saved arrays, checking that every saved leaf has a
-    place (flax would drop extras silently) and every leaf's shape and dtype."""
+    place (flax would drop extras silently) and every leaf's shape and dtype; a CheckpointError
+    ending with `fix` where they differ."""
     target_dict = serialization.to_state_dict(target)
     state_dict = _with_empty_fields(target_dict, state_dict)
     expected, saved = _key_paths(target_dict), _key_paths(state_dict)
@@ -284,12 +293,11 @@ def restore_state(target: Any, state_dict: Any, path: str = "<checkpoint>") -> A
         extra, missing = sorted(saved - expected), sorted(expected - saved)
         detail = f"it holds {extra[0]}, which this config's state has not" if extra else \
             f"it lacks {missing[0]}, which this config's state needs"
-        raise CheckpointError(f"checkpoint {path} does not fit this config: {detail}; resume with the config "
-                              "the run was trained with")
+        raise CheckpointError(f"checkpoint {path} does not fit this config: {detail}; {fix}")
     try:
         restored = serialization.from_state_dict(target, state_dict)
         check_same_tree(target, restored, what="checkpoint state", reference_name="this config's state",
-                        fix="resume with the config the run was trained with")
+                        fix=fix)
     except (ValueError, KeyError, TypeError) as error:
         raise CheckpointError(f"checkpoint {path} does not fit this config: {error}") from None
     return restored

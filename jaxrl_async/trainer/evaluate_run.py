@@ -56,7 +56,8 @@ def evaluate_run(run_dir: str, *, checkpoint: str = "best", episodes: int = 32, 
     except CannotRender as reason:
         raise ValueError(f"cannot record a video: {reason}") from None
     try:
-        state, _, _ = restore_training_state(initial_states(c), saved, path, c.algo.host)  # only the params are used
+        # only the params are used; the fix is for a checkpoint whose config fits (else raised below)
+        state, _, _ = restore_training_state(initial_states(c), saved, path, c.algo.host, ckpt.VERSION_FIX)
     except ckpt.CheckpointError as error:  # another run's checkpoint (one that fits, another seed's, evaluates)
         difference = TrainConfig.from_dict(saved["config"]).state_shaping_difference(cfg)
         if difference is None:

@@ -471,12 +471,14 @@ class Run:
         return record
 
 
-def restore_training_state(template: TrainState, saved: dict, path: str,
-                           learner_host: HostHooks = HostHooks()) -> tuple[TrainState, dict, str | None]:
+def restore_training_state(template: TrainState, saved: dict, path: str, learner_host: HostHooks = HostHooks(),
+                           fix: str = ckpt.CONFIG_FIX) -> tuple[TrainState, dict, str | None]:
     """The checkpoint's state in `template`'s structure, as the learner restores it
     (`HostHooks.restore`: a replay learner saved without its buffer refills it), with the
-    learner's fields for summary.json and its note for the console (or None)."""
-    return learner_host.restore(template, saved, lambda target, state_dict: ckpt.restore_state(target, state_dict, path))
+    learner's fields for summary.json and its note for the console (or None). A state that does
+    not fit raises a CheckpointError ending with `fix` (`checkpoint.restore_state`)."""
+    return learner_host.restore(template, saved,
+                                lambda target, state_dict: ckpt.restore_state(target, state_dict, path, fix))
 
 
 def evaluation_program(c) -> Callable[..., EvalResult]:

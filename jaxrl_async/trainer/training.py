@@ -71,7 +71,9 @@ def load_resume(cfg: TrainConfig, c: Components, template: TrainState,
     if done >= cfg.num_updates:
         raise ValueError(f"run {cfg.run_dir!r} already has {done} updates ({done * cfg.batch_size} env steps); "
                          "pass a larger --total-timesteps to extend it")
-    state, summary_fields, note = restore_training_state(template, saved, path, c.algo.host)
+    # the config's state-shaping fields match the checkpoint's (checked above): a state that still
+    # does not fit was written by another version
+    state, summary_fields, note = restore_training_state(template, saved, path, c.algo.host, ckpt.VERSION_FIX)
     hparams = (template.learner.hparams if hparams_given else
                resumed_hparams(state.learner.hparams, template.learner.hparams, saved_cfg.learner, cfg.learner))
     state = state.replace(learner=state.learner.replace(hparams=hparams))
