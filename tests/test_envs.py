@@ -25,7 +25,7 @@ from jaxrl_async.envs import (
 )
 from jaxrl_async.envs import registry
 from jaxrl_async.envs.spaces import MultiDiscrete, map_shapes, observation_shapes
-from jaxrl_async.envs.wrappers import max_truncations
+from jaxrl_async.envs.wrappers import OneHotObservation, max_truncations
 
 NUM_ENVS = 3
 
@@ -295,6 +295,27 @@ def test_squash_action_maps_tanh_onto_the_box():
     assert max_truncations(squashed, params, 10) == max_truncations(env, params, 10)  # steps once a step
     with pytest.raises(TypeError, match="Box"):
         SquashAction(envs.ActionRewardProbe())
+
+
+def test_a_discrete_observation_is_given_one_hot():
+    # gymnax's FrozenLake-misc observes the agent's cell, an id of 16: as one number its size would
+    # mean something to the network (greedy 0.06-0.09 over 3 seeds at 200k steps; one-hot 0.56-0.62)
+    env, params = make_env("FrozenLake-misc")
+    raw = gymnax.make("FrozenLake-misc")[0]
+    assert isinstance(raw.observation_space(params), spaces.Discrete)
+    assert (env.observation_space(params).shape, env.observation_space(params).dtype) == ((16,), jnp.float32)
+    key = jax.random.PRNGKey(0)
+    obs, state = env.reset(key, params)
+    raw_obs, raw_state = raw.reset(key, params)
+    np.testing.assert_array_equal(obs, np.eye(16)[int(raw_obs)])
+    for action in (1, 2, 2, 1, 1, 2):  # down and right, slipping as the env draws
+        key, step_key = jax.random.split(key)
+        obs, state, _, _, _, info = jax.jit(env.step)(step_key, state, action, params)
+        raw_obs, raw_state, _, _, _, raw_info = raw.step(step_key, raw_state, action, params)
+        np.testing.assert_array_equal(obs, np.eye(16)[int(raw_obs)])
+        np.testing.assert_array_equal(info["final_observation"], np.eye(16)[int(raw_info["final_observation"])])
+    with pytest.raises(TypeError, match="Discrete observation"):
+        OneHotObservation(envs.ActionRewardProbe())
 
 
 def test_clip_action_rejects_discrete_env():

@@ -16,7 +16,7 @@ from jaxrl_async.envs.ids import REFUSED_ENV_IDS
 from jaxrl_async.envs.partially_observable import PARTIALLY_OBSERVABLE_ENVS
 from jaxrl_async.envs.probes import PROBE_ENVS
 from jaxrl_async.envs.suites import make_suite_env, split_suite_id, unknown_env_message
-from jaxrl_async.envs.wrappers import ClipAction, EpisodeStatistics
+from jaxrl_async.envs.wrappers import ClipAction, EpisodeStatistics, OneHotObservation
 
 EnvFactory = Callable[..., Any]
 
@@ -83,7 +83,8 @@ def make_env(env_id: str, **env_kwargs: Any) -> tuple[Any, Any]:
     """Builds a wrapped env and its default params.
 
     The env is `EpisodeStatistics(env)`, or `EpisodeStatistics(ClipAction(env))`
-    when its action space is a continuous `Box`. `env_kwargs` go to the env's
+    when its action space is a continuous `Box`; a `Discrete` observation is given one-hot
+    (`OneHotObservation`). `env_kwargs` go to the env's
     constructor; change `EnvParams` fields with `params.replace(...)`.
 
     Returns:
@@ -112,6 +113,8 @@ def make_env(env_id: str, **env_kwargs: Any) -> tuple[Any, Any]:
     params = env.default_params
     if isinstance(env.action_space(params), spaces.Box):
         env = ClipAction(env)
+    if isinstance(env.observation_space(params), spaces.Discrete):
+        env = OneHotObservation(env)
     return EpisodeStatistics(env), params
 
 

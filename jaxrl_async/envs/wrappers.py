@@ -255,8 +255,38 @@ class ObservationSubset(Wrapper):
         return self._subset(obs), state, reward, terminated, truncated, info
 
 
+class OneHotObservation(Wrapper):
+    """Gives a `Discrete(n)` observation (gymnax's FrozenLake-misc: the agent's cell) one-hot,
+    `[n]` float32: as one number its size would mean something to the network, which it does
+    not. Host envs do the same on the host (`envs.host.observations`)."""
+
+    def __init__(self, env: Any):
+        super().__init__(env)
+        space = env.observation_space(env.default_params)
+        if not isinstance(space, spaces.Discrete):
+            raise TypeError(f"OneHotObservation needs a Discrete observation space, but {env.name} has {space!r}")
+        self._n = int(space.n)
+
+    def _one_hot(self, obs: jax.Array) -> jax.Array:
+        return jax.nn.one_hot(obs, self._n, dtype=jnp.float32)
+
+    def observation_space(self, params: Any = None) -> spaces.Box:
+        return spaces.Box(0.0, 1.0, (self._n,), jnp.float32)
+
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
+        obs, state = super().reset(key, params)
+        return self._one_hot(obs), state
+
+    def step(
+        self, key: jax.Array, state: Any, action: Any, params: Any = None
+    ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
+        info = {**info, "final_observation": self._one_hot(info["final_observation"])}
+        return self._one_hot(obs), state, reward, terminated, truncated, info
+
+
 # wrappers that step the env they wrap exactly once per step, so they keep its time limit's spacing
-_ONE_STEP_WRAPPERS = (EpisodeStatistics, ClipAction, SquashAction, ObservationSubset)
+_ONE_STEP_WRAPPERS = (EpisodeStatistics, ClipAction, SquashAction, ObservationSubset, OneHotObservation)
 
 
 def max_truncations(env: Any, params: Any, num_steps: int) -> int:
