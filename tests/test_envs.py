@@ -187,6 +187,16 @@ def test_register_env(monkeypatch):
     with pytest.raises(ValueError, match="gymnax functional API"):
         make_env("Not-An-Env")
 
+    class Unobserved:  # an env without its observation space, which make_env reads too
+        default_params, reset, step = None, None, None
+
+        def action_space(self, params):
+            return spaces.Discrete(2)
+
+    register_env("Unobserved", Unobserved)
+    with pytest.raises(ValueError, match=r"lacks \['observation_space'\]"):
+        make_env("Unobserved")
+
 
 # ---------------------------------------------------------------- wrappers
 

@@ -650,7 +650,7 @@ BAD_RESUMES = {
                                 r"run's config\.json says env='CartPole-v1'.*move it out of \S+checkpoints\)"),
     "checkpoint-does-not-fit": (_checkpoint_of_another_network,
                                 r"checkpoint \S+update_000000020\.ckpt does not fit this config: checkpoint state "
-                                r"leaf \S+ has shape \(1, 16, 2\).*so another version of jaxrl_async wrote it"),
+                                r"leaf \S+ has shape \(1, 16, 2\).*so the code differs: another version of jaxrl_async"),
 }
 
 

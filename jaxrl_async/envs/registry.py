@@ -102,7 +102,7 @@ def make_env(env_id: str, **env_kwargs: Any) -> tuple[Any, Any]:
         raise refused_env_kwargs(env_id, env_kwargs, error) from error
     missing = [
         attribute
-        for attribute in ("default_params", "reset", "step", "action_space")
+        for attribute in ("default_params", "reset", "step", "action_space", "observation_space")
         if not hasattr(env, attribute)
     ]
     if missing:

@@ -277,9 +277,9 @@ def _with_empty_fields(target: Any, saved: Any) -> Any:
 CONFIG_FIX = "resume with the config the run was trained with"
 # where the config's state-shaping fields already match the checkpoint's (`TrainConfig.
 # state_shaping_difference`), a state that still differs is the code's doing, not the config's
-VERSION_FIX = ("its config matches this run's in every field that shapes the state, so another version of "
-               "jaxrl_async wrote it (one whose network or observation space differs): resume or evaluate it "
-               "with that version, or start a new run")
+VERSION_FIX = ("its config matches this run's in every field that shapes the state, so the code differs: "
+               "another version of jaxrl_async (or of the env's package) wrote it, one whose network or "
+               "observation space differs; resume or evaluate it with that version, or start a new run")
 
 
 def restore_state(target: Any, state_dict: Any, path: str = "<checkpoint>", fix: str = CONFIG_FIX) -> Any:

@@ -15,8 +15,9 @@ Two kinds of gymnasium observation reach a network badly as they are:
   number whose size means nothing, which an MLP reads as a quantity. A `OneHotBox` is it one-hot,
   `[n]` float32.
 
-Other spaces (a uint8 grid of ids, one grayscale channel, floats) keep their values. The host
-vector env converts each batch once, on the host, where it already casts to float32.
+Other spaces (one grayscale channel, floats, a uint8 grid of ids declared below 255) keep their
+values; ids declared as 0-255 (MiniGrid's `ImgObsWrapper`) are read as an image, as SB3 reads them.
+The host vector env converts each batch once, on the host, where it already casts to float32.
 """
 
 from __future__ import annotations
@@ -76,8 +77,10 @@ def _leaf_conversion(space: Any) -> str:
 
 
 def _convert(shape: tuple[int, ...], x: np.ndarray, how: str) -> np.ndarray:
-    if how == "one_hot":
-        return np.eye(shape[0], dtype=np.float32)[x.astype(np.int64)]
+    if how == "one_hot":  # written in place: an identity matrix to index would cost n^2 (Taxi's n is 500)
+        one_hot = np.zeros(x.shape + shape, np.float32)
+        np.put_along_axis(one_hot, x.astype(np.int64)[..., None], 1.0, axis=-1)
+        return one_hot
     if how == "chw":
         x = np.ascontiguousarray(np.moveaxis(x, -3, -1))
     return x * np.float32(1 / 255) if how else x
