@@ -17,9 +17,11 @@ from jumanji.types import StepType
 from jumanji.wrappers import MultiToSingleWrapper
 
 from gridworld_checks import assert_suite_runs, learn_preset, run_actions, suite_runs
+from jaxrl_async.config import NetworkConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.spaces import MultiDiscrete, observation_shapes
 from jaxrl_async.envs.suites import suite_env_ids
+from jaxrl_async.nets.actor_critic import make_policy
 
 ENV = "jumanji:Snake-v1"
 
@@ -114,6 +116,24 @@ def test_spaces():
     env, params = make_env("jumanji:SearchAndRescue-v0")  # a [2, 2] float action as a flat Box
     assert env.action_space(params).shape == (4,)
     assert len(suite_env_ids("jumanji")) == len(jumanji.registered_environments())
+
+
+def test_only_channels_last_leaves_reach_the_cnn():
+    # SearchAndRescue's views are [agents, channels, rays], RubiksCube's cube [faces, rows, columns]:
+    # no image, so their last two axes are joined and `--torso auto` gives them an MLP, as jumanji's
+    # own networks have it; Snake's [12, 12, 5] grid stays an image (test_spaces)
+    for env_id, leaf, shape in (("SearchAndRescue-v0", "searcher_views", (2, 3, 128)), ("RubiksCube-v0", "cube", (6, 3, 3))):
+        env, params = make_env("jumanji:" + env_id)
+        joined = shape[:1] + (shape[1] * shape[2],)
+        space = env.observation_space(params).spaces[leaf]
+        assert observation_shapes(space) == joined and space.low.shape == joined
+        obs, _ = env.reset(jax.random.PRNGKey(0), params)
+        _, timestep = jumanji.make(env_id).reset(jax.random.PRNGKey(0))
+        ours = np.asarray(obs[leaf])
+        np.testing.assert_array_equal(ours, np.asarray(getattr(timestep.observation, leaf)).reshape(joined))
+        policy = make_policy(NetworkConfig(), observation_shapes(env.observation_space(params)), env.action_space(params))
+        assert all("Conv" not in str(path) for path, _ in
+                   jax.tree_util.tree_flatten_with_path(policy.init(jax.random.PRNGKey(0)))[0])
 
 
 @pytest.mark.parametrize("env_id, message", [

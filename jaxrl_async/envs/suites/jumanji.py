@@ -16,7 +16,8 @@ SearchAndRescue-v0) are one agent acting for all, as jumanji's `MultiToSingleWra
 the rewards summed, the discount the agents' largest (the episode goes on while one is alive).
 
 Observations are jumanji's NamedTuples / dataclasses as dicts of arrays (nested as the spec
-is), booleans as float32 0/1; the observation space is a `spaces.Dict` of Boxes from jumanji's
+is), booleans as float32 0/1, a rank-3 leaf that is no image with its last two axes joined
+(`_leaf_shape`); the observation space is a `spaces.Dict` of Boxes from jumanji's
 `observation_spec`. The legal-action mask is the key "action_mask", float32 1 = legal:
 `(n,)` for a `Discrete(n)` action; for a MultiDiscrete action whose mask is one row per
 sub-action (`[len(nvec), n]`, every sub-action of n choices: Cleaner, Connector, JobShop,
@@ -66,18 +67,30 @@ def _children(spec: specs.Spec) -> dict[str, Any]:
     return dict(spec._specs)
 
 
-def _leaf_box(spec: specs.Array) -> spaces.Box:
+def _leaf_shape(spec: specs.Array) -> tuple[int, ...]:
+    """The leaf's shape as the policy gets it: a rank-3 leaf stays `[H, W, C]` (the CNN's under
+    `--torso auto`) only where its last axis is the shortest, as an image's channels are (Snake's
+    `[12, 12, 5]` grid); otherwise its last two axes are joined, so that an MLP reads it as jumanji's
+    own networks do: RubiksCube's `[6, 3, 3]` faces, SearchAndRescue's `[2, 3, 128]` views (agents,
+    channels, rays), where a 3x3 conv would mix faces, or agents, as if they were neighbouring pixels."""
     shape = tuple(int(d) for d in spec.shape)
+    if len(shape) == 3 and not shape[2] < min(shape[:2]):
+        return shape[:1] + (shape[1] * shape[2],)
+    return shape
+
+
+def _leaf_box(spec: specs.Array) -> spaces.Box:
+    shape, seen = tuple(int(d) for d in spec.shape), _leaf_shape(spec)
     dtype = np.dtype(spec.dtype)
     if dtype == np.bool_:
-        return spaces.Box(0.0, 1.0, shape, jnp.float32)
+        return spaces.Box(0.0, 1.0, seen, jnp.float32)
     if isinstance(spec, specs.BoundedArray):
         low, high = np.asarray(spec.minimum), np.asarray(spec.maximum)
     elif np.issubdtype(dtype, np.integer):
         low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
     else:
         low, high = -np.inf, np.inf
-    return spaces.Box(np.broadcast_to(low, shape), np.broadcast_to(high, shape), shape, dtype)
+    return spaces.Box(np.broadcast_to(low, shape).reshape(seen), np.broadcast_to(high, shape).reshape(seen), seen, dtype)
 
 
 def _observation_space(spec: Any, mask_shape: tuple[int, ...] | None) -> Any:
@@ -94,7 +107,7 @@ def _observation(spec: Any, obs: Any, mask_shape: tuple[int, ...] | None) -> Any
     if _is_leaf(spec):
         # the spec's dtype, whatever the env returns (PacMan-v1 gives some leaves as Python ints)
         dtype = jnp.float32 if np.dtype(spec.dtype) == np.bool_ else spec.dtype
-        return jnp.asarray(obs).astype(dtype).reshape(spec.shape)
+        return jnp.asarray(obs).astype(dtype).reshape(_leaf_shape(spec))
     out = {name: _observation(child, getattr(obs, name), None) for name, child in _children(spec).items()}
     if mask_shape is not None:
         out[MASK_KEY] = out[MASK_KEY].reshape(mask_shape)
