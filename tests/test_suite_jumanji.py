@@ -146,6 +146,16 @@ def test_refused_envs_say_why(env_id, message):
         make_env(f"jumanji:{env_id}")
 
 
+def test_sokoban_reads_its_levels_from_the_cache_and_never_downloads(monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))  # an empty cache, on any machine
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # online as far as the Hub's client knows
+    with pytest.raises(ValueError, match="not in the local cache .*huggingface-cli download InstaDeepAI/boxoban-levels"):
+        make_env("jumanji:Sokoban-v0")
+    assert constants.HF_HUB_OFFLINE is False  # put back
+
+
 def test_bad_env_kwargs():
     with pytest.raises(ValueError, match=r"jumanji could not build Snake-v1 with env_kwargs \{'rows': 5\}: TypeError"):
         make_env(ENV, rows=5)

@@ -27,8 +27,9 @@ Actions: `DiscreteArray` -> `Discrete`, `MultiDiscreteArray` -> `MultiDiscrete`,
 `BoundedArray` -> a flat `Box` (reshaped to jumanji's action shape inside the step:
 SearchAndRescue-v0's `[2, 2]`). Refused, with the reason: a joint mask over all sub-actions at
 once (BinPack-v2, FlatPack-v0, Minesweeper-v0, Sudoku-*, Tetris-v0: independent sub-action
-policies cannot honour it), an integer BoundedArray action (MultiCVRP-v0). Sokoban-v0 downloads
-its levels when built, so it needs the network.
+policies cannot honour it), an integer BoundedArray action (MultiCVRP-v0). Sokoban-v0 builds
+its levels from a Hugging Face dataset: from the local cache only (`_hub_offline`), as nothing
+may download while we run.
 
 env_kwargs: the env's constructor's keywords (e.g. Snake's num_rows, num_cols, time_limit), and
 max_steps_in_episode, a time limit of ours on top (0: jumanji's alone).
@@ -36,6 +37,7 @@ max_steps_in_episode, a time limit of ours on top (0: jumanji's alone).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Iterator
 
 import jax
@@ -231,10 +233,35 @@ class JumanjiEnv(SuiteEnv):
         return Renderer(select=lambda packed: packed, draw=draw, fps=GRID_FPS)
 
 
+@contextlib.contextmanager
+def _hub_offline() -> Iterator[None]:
+    """The Hugging Face Hub offline for the block: Sokoban-v0's build fetches its levels from it,
+    and nothing may download while we run. Offline, the Hub's client reads its local cache, or
+    fails at once, where online it retried for many seconds with no network. The client reads this
+    constant at each call ($HF_HUB_OFFLINE only when it is imported)."""
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # jumanji without the Hub's client: nothing to fetch from it
+        yield
+        return
+    before, constants.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE, True
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = before
+
+
 def make(env_id: str, max_steps_in_episode: int = 0, **env_kwargs: Any) -> JumanjiEnv:
     try:
-        env = jumanji.make(env_id, **env_kwargs)
-    except Exception as error:  # a bad keyword (TypeError), a level download that failed, ...
+        with _hub_offline():
+            env = jumanji.make(env_id, **env_kwargs)
+    except Exception as error:  # a bad keyword (TypeError), levels not on disk, ...
+        if type(error).__name__ == "LocalEntryNotFoundError":
+            raise ValueError(
+                f"jumanji:{env_id} builds its levels from a Hugging Face dataset that is not in the local cache "
+                f"(jaxrl_async downloads nothing while it runs): fetch it once, e.g. huggingface-cli download "
+                f"InstaDeepAI/boxoban-levels unfiltered-train.npy for Sokoban-v0, then build again "
+                f"({type(error).__name__}: {error})") from error
         raise ValueError(f"jumanji could not build {env_id} with env_kwargs {env_kwargs}: "
                          f"{type(error).__name__}: {error}") from error
     return JumanjiEnv(env_id, env, max_steps_in_episode)
