@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bz2
 import pickle
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -125,6 +126,17 @@ def test_xland_ids_take_a_ruleset(benchmark_file):
         make_env("xminigrid:XLand-MiniGrid-R1-9x9", benchmark=path, ruleset=2)
     with pytest.raises(ValueError, match="benchmark='nowhere' is neither a file nor one of xminigrid's"):
         make_env("xminigrid:XLand-MiniGrid-R1-9x9", benchmark="nowhere", ruleset=0)
+
+
+def test_a_named_benchmark_loads_from_xminigrids_data_directory(benchmark_file, monkeypatch, tmp_path):
+    import xminigrid.benchmarks as xminigrid_benchmarks
+
+    path, data = benchmark_file  # as if fetched once into the data directory, under trivial-21k's file name
+    shutil.copy(path, tmp_path / xminigrid_benchmarks.NAME2HFFILENAME["trivial-21k"])
+    monkeypatch.setattr(xminigrid_benchmarks, "DATA_PATH", str(tmp_path))
+    env, params = make_env("xminigrid:XLand-MiniGrid-R1-9x9", benchmark="trivial-21k", ruleset=1)
+    _, state = env.reset(jax.random.PRNGKey(0), params)
+    np.testing.assert_array_equal(state.env_state.inner.state.goal_encoding, data["goals"][1])
 
 
 @pytest.fixture(scope="module")

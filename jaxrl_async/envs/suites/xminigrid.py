@@ -14,8 +14,8 @@ an image for the network's encoders (the CNN under `--torso auto`).
 
 The XLand-MiniGrid-R* ids are meta-RL worlds whose task (goal and rules) is a ruleset from a
 benchmark; without one xminigrid gives them an empty goal that never ends an episode. So they
-need `benchmark` (a name from `xminigrid.registered_benchmarks()`, which xminigrid downloads into
-$XLAND_MINIGRID_DATA on first use, or the path of a benchmark file) and `ruleset` (its index):
+need `benchmark` (a name from `xminigrid.registered_benchmarks()`, read from $XLAND_MINIGRID_DATA,
+never downloaded while we run, or the path of a benchmark file) and `ruleset` (its index):
 one fixed task per run.
 
 env_kwargs:
@@ -101,26 +101,26 @@ class XMiniGridEnv(SuiteEnv):
 
 def _named_benchmark(name: str) -> Any:
     """xminigrid's benchmark `name`, from its data directory ($XLAND_MINIGRID_DATA, read when xminigrid
-    is imported), which xminigrid downloads it into when it is not there; offline, an error that
-    names the file and the variable instead of the bare URLError."""
+    is imported). Not xminigrid's `load_benchmark`, which downloads a file it does not find: nothing
+    may download while we run, so a missing file is an error that names it, where to fetch it and
+    the variable that points xminigrid to it."""
     filename = xminigrid_benchmarks.NAME2HFFILENAME[name]
     path = os.path.join(xminigrid_benchmarks.DATA_PATH, filename)
-    try:
-        return xminigrid.load_benchmark(name)
-    except OSError as error:  # urllib's URLError is one: no network
+    if not os.path.exists(path):
         url = f"https://huggingface.co/datasets/{xminigrid_benchmarks.HF_REPO_ID}/resolve/main/{filename}"
         raise ValueError(
-            f"benchmark={name!r} is not on disk ({path}) and xminigrid could not download it ({error}): put "
-            f"the file there ({url}), set $XLAND_MINIGRID_DATA to the directory that holds {filename} "
+            f"benchmark={name!r} is not on disk ({path}), and jaxrl_async downloads nothing while it runs: fetch "
+            f"it once ({url}) into that directory, set $XLAND_MINIGRID_DATA to the directory that holds {filename} "
             f"(xminigrid's data directory, default ~/.xland_minigrid), or give the benchmark file's path "
-            "as --env-kwargs benchmark=PATH") from error
+            "as --env-kwargs benchmark=PATH")
+    return load_benchmark_from_path(path)
 
 
 def _ruleset(env_id: str, benchmark: str | None, ruleset: int | None) -> Any:
     if benchmark is None or ruleset is None:
         raise ValueError(
             f"xminigrid:{env_id} needs a task: --env-kwargs benchmark=NAME ruleset=INDEX, NAME one of "
-            f"{', '.join(xminigrid.registered_benchmarks())} (xminigrid downloads it on first use into "
+            f"{', '.join(xminigrid.registered_benchmarks())} (its file in "
             "$XLAND_MINIGRID_DATA) or a benchmark file's path; without one its goal is empty and no episode "
             "ever ends but by the time limit")
     if os.path.isfile(str(benchmark)):
