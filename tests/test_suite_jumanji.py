@@ -20,6 +20,7 @@ from gridworld_checks import assert_suite_runs, learn_preset, run_actions, suite
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.envs import make_env
 from jaxrl_async.envs.spaces import MultiDiscrete, observation_shapes
+from jaxrl_async.envs.suites import jumanji as jumanji_adapter
 from jaxrl_async.envs.suites import suite_env_ids
 from jaxrl_async.nets.actor_critic import make_policy
 
@@ -41,8 +42,9 @@ def reference_steps(env, actions, key):
     return out
 
 
-def snake_observation(obs):
-    return {"grid": np.asarray(obs.grid), "step_count": np.asarray(obs.step_count),
+def snake_observation(obs, time_limit):
+    # the step counter as the share of the time limit gone (test_the_step_counter_is_the_share_...)
+    return {"grid": np.asarray(obs.grid), "step_count": np.float32(obs.step_count) / np.float32(time_limit),
             "action_mask": np.asarray(obs.action_mask, np.float32)}
 
 
@@ -76,9 +78,9 @@ def test_snake_matches_jumanji_and_always_terminates(how):
         assert float(timestep.discount) == (0.0 if done else 1.0)  # jumanji's: a termination either way
         assert bool(ours.terminated[t]) == done and not ours.truncated[t]
         # the last observation kept for the bootstrap; the step's observation the reset's
-        assert_obs_equal(jax.tree.map(lambda x: x[t], ours.final_obs), snake_observation(timestep.observation))
+        assert_obs_equal(jax.tree.map(lambda x: x[t], ours.final_obs), snake_observation(timestep.observation, time_limit))
         after = reset_timestep.observation if done else timestep.observation
-        assert_obs_equal(jax.tree.map(lambda x: x[t], ours.obs), snake_observation(after))
+        assert_obs_equal(jax.tree.map(lambda x: x[t], ours.obs), snake_observation(after, time_limit))
     assert int(ours.states[end + 1].env_state.inner[".step_count"]) == 0
 
 
@@ -144,6 +146,28 @@ def test_only_channels_last_leaves_reach_the_cnn():
 def test_refused_envs_say_why(env_id, message):
     with pytest.raises(ValueError, match=message):
         make_env(f"jumanji:{env_id}")
+
+
+def test_the_step_counter_is_the_share_of_the_time_limit_gone():
+    # raw, Snake's counter (0 to 3999) saturates a tanh layer within ~20 steps, and the critic cannot
+    # see the limit that ends the episode with discount 0
+    env, params = make_env(ENV)
+    space = env.observation_space(params).spaces["step_count"]
+    assert (space.low, space.high, space.dtype, space.shape) == (0.0, 1.0, jnp.float32, ())
+    obs, state = env.reset(jax.random.PRNGKey(0), params)
+    step = jax.jit(env.step)
+    counts = []
+    for t in range(4):
+        count = int(state.env_state.inner[".step_count"])  # jumanji's own counter, in its state
+        assert obs["step_count"] == pytest.approx(count / 4000) and obs["step_count"].dtype == jnp.float32
+        counts.append(count)
+        obs, state, *_ = step(jax.random.PRNGKey(t), state, env.action_space(params).sample(jax.random.PRNGKey(t)),
+                              params)
+    assert max(counts) >= 2, counts  # the counter moved
+    # Maze declares no maximum (its time_limit, 100), SearchAndRescue names its counter `step`;
+    # Knapsack has none
+    assert [jumanji_adapter._time_limit(e, e.observation_spec) for e in
+            (jumanji.make("Maze-v0"), jumanji.make("SearchAndRescue-v0"), jumanji.make("Knapsack-v1"))] == [100, 400, None]
 
 
 def test_sokoban_reads_its_levels_from_the_cache_and_never_downloads(monkeypatch, tmp_path):
