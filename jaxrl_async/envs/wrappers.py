@@ -213,7 +213,26 @@ class SquashAction(Wrapper):
         return self._env.step(key, state, action, params)
 
 
-class ObservationSubset(Wrapper):
+class ObservationWrapper(Wrapper):
+    """Maps every observation the env gives (`_observe`): `reset`'s, `step`'s and its
+    `info["final_observation"]` alike, so truncation bootstrapping sees what the policy sees."""
+
+    def _observe(self, obs: Any) -> Any:
+        raise NotImplementedError
+
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
+        obs, state = super().reset(key, params)
+        return self._observe(obs), state
+
+    def step(
+        self, key: jax.Array, state: Any, action: Any, params: Any = None
+    ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
+        info = {**info, "final_observation": self._observe(info["final_observation"])}
+        return self._observe(obs), state, reward, terminated, truncated, info
+
+
+class ObservationSubset(ObservationWrapper):
     """Shows the agent only some entries of a flat observation: a partially observable task.
 
     Hiding CartPole's velocities, say, leaves an env a feed-forward policy cannot solve
@@ -234,28 +253,17 @@ class ObservationSubset(Wrapper):
         self.keep = keep
         self._index = np.asarray(keep)  # a host constant: indexing with it traces to one gather
 
-    def _subset(self, obs: jax.Array) -> jax.Array:
+    def _observe(self, obs: jax.Array) -> jax.Array:
         return obs[..., self._index]
 
     def observation_space(self, params: Any = None) -> Any:
         space = super().observation_space(params)
         low = jnp.broadcast_to(jnp.asarray(space.low), space.shape)
         high = jnp.broadcast_to(jnp.asarray(space.high), space.shape)
-        return spaces.Box(self._subset(low), self._subset(high), (len(self.keep),), space.dtype)
-
-    def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
-        obs, state = super().reset(key, params)
-        return self._subset(obs), state
-
-    def step(
-        self, key: jax.Array, state: Any, action: Any, params: Any = None
-    ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
-        obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
-        info = {**info, "final_observation": self._subset(info["final_observation"])}
-        return self._subset(obs), state, reward, terminated, truncated, info
+        return spaces.Box(self._observe(low), self._observe(high), (len(self.keep),), space.dtype)
 
 
-class OneHotObservation(Wrapper):
+class OneHotObservation(ObservationWrapper):
     """Gives a `Discrete(n)` observation (gymnax's FrozenLake-misc: the agent's cell) one-hot,
     `[n]` float32: as one number its size would mean something to the network, which it does
     not. Host envs do the same on the host (`envs.host.observations`)."""
@@ -267,22 +275,11 @@ class OneHotObservation(Wrapper):
             raise TypeError(f"OneHotObservation needs a Discrete observation space, but {env.name} has {space!r}")
         self._n = int(space.n)
 
-    def _one_hot(self, obs: jax.Array) -> jax.Array:
+    def _observe(self, obs: jax.Array) -> jax.Array:
         return jax.nn.one_hot(obs, self._n, dtype=jnp.float32)
 
     def observation_space(self, params: Any = None) -> spaces.Box:
         return spaces.Box(0.0, 1.0, (self._n,), jnp.float32)
-
-    def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
-        obs, state = super().reset(key, params)
-        return self._one_hot(obs), state
-
-    def step(
-        self, key: jax.Array, state: Any, action: Any, params: Any = None
-    ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
-        obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
-        info = {**info, "final_observation": self._one_hot(info["final_observation"])}
-        return self._one_hot(obs), state, reward, terminated, truncated, info
 
 
 # wrappers that step the env they wrap exactly once per step, so they keep its time limit's spacing
