@@ -12,6 +12,7 @@ objects hold no state; all state lives in the pytree they return.
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import Any
 
@@ -213,12 +214,13 @@ class SquashAction(Wrapper):
         return self._env.step(key, state, action, params)
 
 
-class ObservationWrapper(Wrapper):
+class ObservationWrapper(Wrapper, abc.ABC):
     """Maps every observation the env gives (`_observe`): `reset`'s, `step`'s and its
     `info["final_observation"]` alike, so truncation bootstrapping sees what the policy sees."""
 
+    @abc.abstractmethod
     def _observe(self, obs: Any) -> Any:
-        raise NotImplementedError
+        """The observation as the policy sees it."""
 
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
         obs, state = super().reset(key, params)
