@@ -98,40 +98,47 @@ def _leaf_box(spec: specs.Array) -> spaces.Box:
 _COUNTERS = ("step_count", "step")  # jumanji's names for the episode's step counter
 
 
-def _time_limit(env: Any, spec: Any) -> int | None:
-    """The limit of the observation's step counter (a top-level integer scalar named as in
-    `_COUNTERS`): the env's `time_limit`, else the counter's declared maximum; None where the
-    observation has no counter or it has no limit."""
-    counters = [child for name, child in _children(spec).items() if name in _COUNTERS]
-    if len(counters) != 1 or counters[0].shape != () or not np.issubdtype(np.dtype(counters[0].dtype), np.integer):
+def _counter_name(spec: Any) -> str | None:
+    """The observation's step counter: its one top-level integer scalar named as in `_COUNTERS`."""
+    counters = [(name, child) for name, child in _children(spec).items() if name in _COUNTERS]
+    if len(counters) != 1 or counters[0][1].shape != () or not np.issubdtype(np.dtype(counters[0][1].dtype), np.integer):
         return None
-    limit = getattr(env, "time_limit", None) or getattr(counters[0], "maximum", None)
+    return counters[0][0]
+
+
+def _time_limit(env: Any, spec: Any) -> int | None:
+    """The limit of the observation's step counter (`_counter_name`): the env's `time_limit`, else
+    the counter's declared maximum; None where the observation has no counter or it has no limit."""
+    name = _counter_name(spec)
+    if name is None:
+        return None
+    limit = getattr(env, "time_limit", None) or getattr(_children(spec)[name], "maximum", None)
     return None if limit is None else int(limit)
 
 
-def _observation_space(spec: Any, mask_shape: tuple[int, ...] | None, time_limit: int | None = None) -> Any:
+def _observation_space(spec: Any, mask_shape: tuple[int, ...] | None, counter: tuple[str, int] | None = None) -> Any:
     if _is_leaf(spec):
         return _leaf_box(spec)
     entries = {name: _observation_space(child, None) for name, child in _children(spec).items()}
-    if time_limit is not None:
-        counter, = (name for name in entries if name in _COUNTERS)
-        entries[counter] = spaces.Box(0.0, 1.0, (), jnp.float32)
+    if counter is not None:
+        entries[counter[0]] = spaces.Box(0.0, 1.0, (), jnp.float32)
     if mask_shape is not None:
         entries[MASK_KEY] = spaces.Box(0.0, 1.0, mask_shape, jnp.float32)
     return spaces.Dict(entries)
 
 
-def _observation(spec: Any, obs: Any, mask_shape: tuple[int, ...] | None, time_limit: int | None = None) -> Any:
+def _observation(spec: Any, obs: Any, mask_shape: tuple[int, ...] | None,
+                 counter: tuple[str, int] | None = None) -> Any:
     """jumanji's observation as a dict of arrays shaped as `_observation_space` says; the step
-    counter as the share of its `time_limit` gone (see `JumanjiEnv`)."""
+    `counter` (name, time limit) as the share of its limit gone (see `JumanjiEnv`)."""
     if _is_leaf(spec):
         # the spec's dtype, whatever the env returns (PacMan-v1 gives some leaves as Python ints)
         dtype = jnp.float32 if np.dtype(spec.dtype) == np.bool_ else spec.dtype
         return jnp.asarray(obs).astype(dtype).reshape(_leaf_shape(spec))
     out = {name: _observation(child, getattr(obs, name), None) for name, child in _children(spec).items()}
-    if time_limit is not None:
-        counter, = (name for name in out if name in _COUNTERS)
-        out[counter] = out[counter].astype(jnp.float32) / time_limit
+    if counter is not None:
+        name, limit = counter
+        out[name] = out[name].astype(jnp.float32) / limit
     if mask_shape is not None:
         out[MASK_KEY] = out[MASK_KEY].reshape(mask_shape)
     return out
@@ -199,7 +206,8 @@ class JumanjiEnv(SuiteEnv):
         # the step counter (Snake's 0 to 3999) as the share of the time limit gone: raw, a tanh layer
         # saturates within ~20 steps, and the critic cannot see the limit coming, which most jumanji
         # envs end with a termination (discount 0)
-        self._time_limit = _time_limit(env, obs_spec)
+        limit = _time_limit(env, obs_spec)
+        self._counter = None if limit is None else (_counter_name(obs_spec), limit)
         paths, self._state_def = jax.tree_util.tree_flatten_with_path(
             jax.eval_shape(env.reset, jax.random.PRNGKey(0))[0])
         self._state_keys = [jax.tree_util.keystr(path) for path, _ in paths]
@@ -211,7 +219,7 @@ class JumanjiEnv(SuiteEnv):
         return jax.tree.unflatten(self._state_def, [packed[key] for key in self._state_keys])
 
     def _obs(self, obs: Any) -> dict:
-        return _observation(self._obs_spec, obs, self._mask_shape, self._time_limit)
+        return _observation(self._obs_spec, obs, self._mask_shape, self._counter)
 
     def reset_env(self, key: jax.Array, params: SuiteParams) -> tuple[dict, Any]:
         state, timestep = self._env.reset(key)
@@ -229,7 +237,7 @@ class JumanjiEnv(SuiteEnv):
         return self._action
 
     def observation_space(self, params: Any = None) -> spaces.Dict:
-        return _observation_space(self._obs_spec, self._mask_shape, self._time_limit)
+        return _observation_space(self._obs_spec, self._mask_shape, self._counter)
 
     def renderer(self) -> Renderer:
         """Jumanji's own `render(state)` (its matplotlib viewer), the figure it draws read as pixels
