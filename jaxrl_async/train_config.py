@@ -108,7 +108,7 @@ class TrainConfigBase:
     iterations_per_call: int | Literal["auto", "all"] = "auto"
     """Iterations per host sync (fused: per jit call; async: per log line); 'auto' (about 20, the first after one iteration) or 'all' (fused: one XLA program)."""
     normalize_obs: bool = False
-    """Running observation normalisation (statistics live in the rollout state)."""
+    """Running observation normalisation (statistics live in the rollout state); the replay learners (dqn, sac, td3) store the env's own observations and normalise each sampled batch by the newest statistics."""
     action_noise_correlation: float = 0.0
     """Gaussian policies (Box actions): correlation of the exploration noise between consecutive steps, eps_t = c eps_t-1 + sqrt(1 - c^2) z_t per env, redrawn at each episode's start; 0 is white noise, 0.99 keeps a push going for ~100 steps (MountainCarContinuous-v0's preset). Each step's noise stays standard normal, so the learners' log-probabilities are unchanged (jaxrl_async/core/exploration.py)."""
     eval_episodes: int = 32
@@ -274,9 +274,6 @@ class TrainConfigBase:
     def _check_replay(self) -> None:
         """A replay learner's own rules (its minibatches are sampled from the buffer, so the
         on-policy minibatch rule does not apply)."""
-        require(not self.normalize_obs, "normalize_obs", self.normalize_obs,
-                f"algo={self.algo!r} replays stored observations, which running statistics would make stale: "
-                "use --no-normalize-obs")
         require(self.replay.replay_capacity >= self.batch_size, "replay_capacity", self.replay.replay_capacity,
                 f"must hold at least one rollout, num_envs*num_steps={self.batch_size}")
         held = self.replay.replay_capacity // self.num_envs * self.num_envs  # whole rows of num_envs

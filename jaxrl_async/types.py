@@ -44,8 +44,8 @@ class Trajectory:
     """One rollout, time-major, with its advantages.
 
     Attributes:
-      obs: `[T, B, *obs_shape]` observation the policy acted on (normalised if enabled); a
-        dict / tuple of such leaves for a nested observation space.
+      obs: `[T, B, *obs_shape]` observation the policy acted on (normalised if enabled, but see
+        `obs_stats`); a dict / tuple of such leaves for a nested observation space.
       action: `[T, B, *action_shape]` the sampled (unclipped) action (`[T, B, len(nvec)]` int32
         for a MultiDiscrete space).
       log_prob: `[T, B]` behaviour log-probability of `action`.
@@ -64,6 +64,12 @@ class Trajectory:
       reset: `[T, B]` bool, `obs` starts an episode (a recurrent learner resets its carry there).
       initial_carry: the policy's recurrent state at the fragment's start, leaves `[B, ...]`
         (an empty tuple if feedforward), so the learner can replay the sequence.
+      obs_stats: an empty tuple, where `obs` and `next_obs` are what the policy saw; or, for a
+        replay learner with `--normalize-obs`, the rollout's `RunningMeanStd` after the fragment,
+        and then `obs` and `next_obs` are the env's own, unnormalised: the buffer stores them
+        and the learner normalises each sampled batch by the statistics of its update
+        (`replay.learner.normalized_batch`), as Brax's SAC does, so no stored observation is
+        normalised by statistics gone stale.
     """
 
     obs: jax.Array
@@ -82,11 +88,12 @@ class Trajectory:
     episode_done: jax.Array
     reset: jax.Array
     initial_carry: Any
+    obs_stats: Any = ()
 
 
 # What a collector records at each step of a fragment; the finishing step adds the rest
 # (`rollout.collector.finish`).
-FINISHED_FIELDS = ("bootstrap_value", "advantage", "target", "initial_carry")
+FINISHED_FIELDS = ("bootstrap_value", "advantage", "target", "initial_carry", "obs_stats")
 RECORDED_FIELDS = tuple(field.name for field in dataclasses.fields(Trajectory) if field.name not in FINISHED_FIELDS)
 
 

@@ -198,12 +198,11 @@ def test_eval_command_reads_a_checkpoint_without_the_buffer(tiny_config):
 
 @pytest.mark.parametrize("flags, must_mention", [
     (["--sync-interval", "2"], ["sync_interval=2", "--mode async"]),
-    (["--normalize-obs"], ["normalize_obs", "--no-normalize-obs"]),
     (["--env", "Pendulum-v1"], ["Discrete", "--algo ppo"]),
     (["--replay-capacity", "16"], ["replay_capacity=16", "num_envs*num_steps=256"]),  # its preset: 8 x 32
     (["--target-update-tau", "0"], ["target_update_tau=0.0", "(0, 1]"]),
     (["--epsilon-end", "1.5"], ["epsilon_end=1.5", "[0, 1]"]),
-], ids=["sync-interval-fused", "normalize-obs", "box-actions", "capacity-below-a-rollout", "tau", "epsilon"])
+], ids=["sync-interval-fused", "box-actions", "capacity-below-a-rollout", "tau", "epsilon"])
 def test_bad_dqn_input_exits_2_naming_the_field(flags, must_mention, capsys, tmp_path):
     assert_train_refuses(["--algo", "dqn", *flags], must_mention, capsys, tmp_path / "run")
 

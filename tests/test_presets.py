@@ -158,6 +158,7 @@ def test_the_flagship_presets_take_the_published_settings():
     assert presets.config_for("playground:FingerSpin").learner.gamma == 0.95
     hopper = presets.config_for("brax:hopper")
     assert hopper.algo == "sac" and hopper.replay.replay_ratio == 64 and hopper.sac.target_entropy == -1.5
+    assert hopper.normalize_obs  # Brax's SAC normalises, its buffer raw (docs/learners.md)
 
 
 def test_a_preset_sets_exactly_its_settings():

@@ -198,10 +198,9 @@ def test_resume_without_the_buffer_refills_and_says_so(tiny_config, straight_run
 
 @pytest.mark.parametrize("flags, must_mention", [
     (["--env", "CartPole-v1"], ["Box", "use --algo ppo or a2c or reinforce or impala or dqn or pqn"]),
-    (["--env", "Pendulum-v1", "--normalize-obs"], ["normalize_obs=True", "--no-normalize-obs"]),
     (["--env", "Pendulum-v1", "--tau", "0"], ["tau=0.0", "(0, 1]"]),
     (["--env", "Pendulum-v1", "--init-temperature", "-1"], ["init_temperature=-1.0", "> 0"]),
-], ids=["discrete-actions", "normalize-obs", "tau", "temperature"])
+], ids=["discrete-actions", "tau", "temperature"])
 def test_bad_sac_input_exits_2_naming_the_field(flags, must_mention, capsys, tmp_path):
     assert_train_refuses(["--algo", "sac", *flags], must_mention, capsys, tmp_path / "run")
 

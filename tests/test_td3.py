@@ -343,14 +343,13 @@ def test_correlated_exploration_noise_reaches_the_actions(tiny_config):
 # -- input errors, the preset ----------------------------------------------------------------------
 @pytest.mark.parametrize("flags, must_mention", [
     (["--env", "CartPole-v1"], ["Box", "use --algo ppo or a2c or reinforce or impala or dqn or pqn"]),
-    (["--env", "Pendulum-v1", "--normalize-obs"], ["normalize_obs=True", "--no-normalize-obs"]),
     (["--env", "Pendulum-v1", "--policy-delay", "0"], ["policy_delay=0", ">= 1"]),
     (["--env", "Pendulum-v1", "--target-noise", "-0.1"], ["target_noise=-0.1", ">= 0"]),
     (["--env", "Pendulum-v1", "--target-noise-clip", "-1"], ["target_noise_clip=-1.0", ">= 0"]),
     (["--env", "Pendulum-v1", "--exploration-noise", "0"], ["exploration_noise=0.0", "> 0"]),
     (["--env", "Pendulum-v1", "--target-tau", "0"], ["target_tau=0.0", "(0, 1]"]),
     (["--env", "Pendulum-v1", "--core", "gru"], ["core='gru'", "--core none"]),
-], ids=["discrete-actions", "normalize-obs", "policy-delay", "target-noise", "noise-clip", "exploration-noise",
+], ids=["discrete-actions", "policy-delay", "target-noise", "noise-clip", "exploration-noise",
         "target-tau", "recurrent"])
 def test_bad_td3_input_exits_2_naming_the_field(flags, must_mention, capsys, tmp_path):
     assert_train_refuses(["--algo", "td3", *flags], must_mention, capsys, tmp_path / "run")

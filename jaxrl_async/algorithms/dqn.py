@@ -33,7 +33,7 @@ import optax
 
 from jaxrl_async.algorithms.replay import buffer as replay
 from jaxrl_async.algorithms.replay.learner import (ReplayState, begin_update, host_hooks, learn_once_ready,
-                                                   new_buffer, polyak, replay_metrics)
+                                                   new_buffer, normalized_batch, polyak, replay_metrics)
 from jaxrl_async.algorithms.sgd import LearnerHyperparams, env_steps_of
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision, observed_legal_actions
 from jaxrl_async.nets.q import make_q_policy
@@ -114,8 +114,9 @@ def make_dqn(cfg, replay_cfg, dqn_cfg, policy: Policy, q_values: Callable, *, nu
             network, target_network, opt_state, gradient_steps, (priorities, max_priority) = carry
             # the priorities change every step (None, unchanged, for a uniform ring)
             view = buffer.replace(priorities=priorities, max_priority=max_priority)
-            batch = replay.sample(view, step_key, batch_size=replay_cfg.replay_batch_size,
-                                  n_step=replay_cfg.n_step, gamma=cfg.gamma, weight_exponent=start.weight_exponent)
+            batch = normalized_batch(replay.sample(view, step_key, batch_size=replay_cfg.replay_batch_size,
+                                                   n_step=replay_cfg.n_step, gamma=cfg.gamma,
+                                                   weight_exponent=start.weight_exponent), start.obs_stats)
             grads, metrics = jax.grad(lambda p: q_learning_loss(q_values, p, target_network, batch,
                                                                 dqn_cfg.double_q, dqn_cfg.huber_delta),
                                       has_aux=True)(network)

@@ -122,8 +122,7 @@ def make_sac(cfg, replay_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_upd
         def gradient_step(carry: StepCarry, step_key):
             actor, critics, opt_state = carry.actor, carry.nets, carry.opt_state
             sample_key, next_key, actor_key = jax.random.split(step_key, 3)
-            view, batch = sample_batch(start.buffer, carry, sample_key, replay_cfg, gamma=cfg.gamma,
-                                       weight_exponent=start.weight_exponent)
+            view, batch = sample_batch(start, carry, sample_key, replay_cfg, gamma=cfg.gamma)
             temperature = jnp.exp(critics.log_temperature)
             critic, critic_opt, critic_grads, metrics, view = critic_step(
                 optimizer, lambda c: critic_loss_on_batch(nets, c, critics.target_critic, actor, batch, temperature,

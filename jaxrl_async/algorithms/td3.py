@@ -140,8 +140,7 @@ def make_td3(cfg, replay_cfg, td3_cfg, policy: Policy, nets: TD3Nets, *, num_upd
         def gradient_step(carry: StepCarry, step_key):
             targets, opt_state = carry.nets, carry.opt_state
             sample_key, noise_key = jax.random.split(step_key)
-            view, batch = sample_batch(start.buffer, carry, sample_key, replay_cfg, gamma=cfg.gamma,
-                                       weight_exponent=start.weight_exponent)
+            view, batch = sample_batch(start, carry, sample_key, replay_cfg, gamma=cfg.gamma)
             critic, critic_opt, critic_grads, metrics, view = critic_step(
                 optimizer, lambda c: critic_loss_on_batch(nets, c, targets.target_critic, targets.target_actor, batch,
                                                           noise_key, td3_cfg.target_noise, td3_cfg.target_noise_clip),

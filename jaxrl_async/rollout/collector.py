@@ -69,7 +69,7 @@ HOST_TIMING_FIELDS = ("env_s", "inference_s", "transfer_s")
 
 def finish(policy: Policy, params, rec: dict, carry_after: Any, initial_carry: Any, *, gamma: float,
            gae_lambda: float, gae_scan: str, max_truncations: int,
-           following: tuple[Any, Any] | None = None, reward_scale: float = 1.0) -> Trajectory:
+           following: tuple[Any, Any] | None = None, reward_scale: float = 1.0, obs_stats: Any = ()) -> Trajectory:
     """The fragment's end, the same for every collector: the bootstrap values (`core.bootstrap`),
     GAE over them (`core.advantages`), and the `Trajectory`.
 
@@ -82,7 +82,11 @@ def finish(policy: Policy, params, rec: dict, carry_after: Any, initial_carry: A
       following: (obs, carry) where the fragment leaves off; needed below T truncations.
       reward_scale: the rewards' factor, before the learner sees them (the trajectory's `reward`
         is the scaled one; the episode statistics stay the env's own).
+      obs_stats: `()`; or the statistics of a fragment that recorded its observations unnormalised
+        (`Trajectory.obs_stats`): `policy` then values them normalised by these (`observing`).
     """
+    if obs_stats != ():
+        policy = observing(policy, obs_stats)
     if reward_scale != 1.0:  # a static factor: the default's program is the unscaled one
         rec = {**rec, "reward": rec["reward"] * jnp.float32(reward_scale)}
     bootstrap_value = bootstrap_values(lambda obs, carry: policy.value_step(params, obs, carry), rec,
@@ -90,4 +94,14 @@ def finish(policy: Policy, params, rec: dict, carry_after: Any, initial_carry: A
     discount_t, lambda_t = gae_inputs(rec["reward"], rec["terminated"], rec["truncated"], gamma, gae_lambda)
     advantage = batched_gae(rec["reward"], discount_t, rec["value"], bootstrap_value, lambda_t, scan=gae_scan)
     return Trajectory(**rec, bootstrap_value=bootstrap_value, advantage=advantage, target=advantage + rec["value"],
-                      initial_carry=initial_carry)
+                      initial_carry=initial_carry, obs_stats=obs_stats)
+
+
+def observing(policy: Policy, obs_stats: Any) -> Policy:
+    """`policy` fed its observations normalised by `obs_stats` (`envs.normalize.RunningMeanStd`):
+    for a fragment recorded unnormalised, which a replay learner's buffer stores as the env gave
+    them (`Trajectory.obs_stats`), valued and replayed as the policy saw them."""
+    return policy._replace(step=lambda params, obs, carry: policy.step(params, obs_stats.normalize(obs), carry),
+                           value_step=lambda params, obs, carry: policy.value_step(params, obs_stats.normalize(obs),
+                                                                                  carry),
+                           unroll=lambda params, obs, *rest: policy.unroll(params, obs_stats.normalize(obs), *rest))

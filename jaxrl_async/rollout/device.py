@@ -32,7 +32,7 @@ from jaxrl_async.core.exploration import check_correlation, initial_noise, next_
 from jaxrl_async.nets.actor_critic import Policy, reset_carry
 from jaxrl_async.envs.spaces import as_observation, map_shapes
 from jaxrl_async.core.programs import ProgramHook, keep_program, over_seeds, put_empty_leaves, warm_up
-from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, finish
+from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, finish, observing
 from jaxrl_async.rollout.evaluate import DeviceEvaluator, Recording, make_evaluator, make_recorder
 from jaxrl_async.types import RolloutState, Trajectory
 
@@ -40,7 +40,7 @@ from jaxrl_async.types import RolloutState, Trajectory
 def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: int,
                  gamma: float, gae_lambda: float, reward_scale: float = 1.0, normalize_obs: bool = False,
                  unroll: int = 1, gae_scan: str = "sequential", noise_correlation: float = 0.0,
-                 max_truncations: int | None = None) -> "DeviceRollout":
+                 max_truncations: int | None = None, record_raw_obs: bool = False) -> "DeviceRollout":
     """Build the rollout for `num_envs` parallel copies of a gymnax-1.x env.
 
     Args:
@@ -60,6 +60,9 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         None for the most the env's time limit allows (`envs.wrappers.max_truncations`);
         `num_steps` values every step's pre-reset observation (speed only: the benchmark's
         reference; a count below the env's bound would drop bootstraps, so it is refused).
+      record_raw_obs: with `normalize_obs`, record the env's own observations and hand the
+        statistics over with them (`Trajectory.obs_stats`): a replay learner's buffer stores them
+        and normalises each sampled batch by the statistics of its update.
     """
     correlated = check_correlation(noise_correlation, policy.discrete)
     bound = env_truncation_bound(env, env_params, num_steps)
@@ -74,6 +77,7 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     reset_env = jax.vmap(env.reset, in_axes=(0, None))
     obs_shape = policy.obs_shape
+    raw = normalize_obs and record_raw_obs
 
     def init(key: jax.Array) -> RolloutState:
         key, reset_key = jax.random.split(key)
@@ -107,11 +111,11 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         stats = state.obs_stats.update(next_obs) if normalize_obs else state.obs_stats
         # record the pre-reset observation: at a truncation the bootstrap is V(final obs),
         # valued after the scan (`bootstrap_values`)
-        final_obs = observe(stats, as_observation(obs_shape, info["final_observation"]))
+        final_obs = as_observation(obs_shape, info["final_observation"])
         record = dict(
-            obs=obs, action=action, log_prob=log_prob, value=() if value_after_scan else value,
+            obs=state.obs if raw else obs, action=action, log_prob=log_prob, value=() if value_after_scan else value,
             reward=reward.astype(jnp.float32), terminated=terminated, truncated=truncated,
-            next_obs=final_obs, episode_return=info["episode_return"],
+            next_obs=final_obs if raw else observe(stats, final_obs), episode_return=info["episode_return"],
             episode_length=info["episode_length"], episode_done=info["episode_done"], reset=state.reset,
             # to value a truncated step's next_obs after the scan; a feedforward policy's carry is (),
             # which records nothing
@@ -126,13 +130,16 @@ def make_rollout(env, env_params, policy: Policy, *, num_envs: int, num_steps: i
         state, rec = jax.lax.scan(lambda s, x: step(params, s, x), state, None,
                                   length=num_steps, unroll=unroll)
         carry_after = rec.pop("carry_after")
+        obs_stats = state.obs_stats if raw else ()
+        recorded = observing(policy, obs_stats) if raw else policy  # what values the recorded obs
         if value_after_scan:
-            rec["value"] = policy.value_step(params, rec["obs"], ())
+            rec["value"] = recorded.value_step(params, rec["obs"], ())
         # the fragment leaves off at the next one's first observation and carry (at a reset their
         # value is not used: the step before it ended the episode)
         trajectory = finish(policy, params, rec, carry_after, initial_carry, gamma=gamma, gae_lambda=gae_lambda,
                             gae_scan=gae_scan, max_truncations=truncations, reward_scale=reward_scale,
-                            following=(observe(state.obs_stats, state.obs), state.carry))
+                            following=(state.obs if raw else observe(state.obs_stats, state.obs), state.carry),
+                            obs_stats=obs_stats)
         chex.assert_shape([trajectory.reward, trajectory.advantage, trajectory.log_prob],
                           (num_steps, num_envs))
         return state, trajectory

@@ -34,7 +34,7 @@ from jaxrl_async.core.exploration import check_correlation, correlate, fresh_noi
 from jaxrl_async.core.trees import pack, unpack
 from jaxrl_async.nets.actor_critic import Policy, reset_carry
 from jaxrl_async.envs.spaces import map_shapes, zeros_observation
-from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, finish
+from jaxrl_async.rollout.collector import HOST_TIMING_FIELDS, finish, observing
 from jaxrl_async.types import RECORDED_FIELDS, RolloutState, Trajectory
 
 
@@ -123,13 +123,16 @@ class HostRollout:
 
     def __init__(self, spec: HostEnvSpec, policy: Policy, *, num_envs: int, num_steps: int, gamma: float,
                  gae_lambda: float, reward_scale: float = 1.0, gae_scan: str = "sequential",
-                 normalize_obs: bool = False, noise_correlation: float = 0.0, env_groups: int | str = 1):
+                 normalize_obs: bool = False, noise_correlation: float = 0.0, env_groups: int | str = 1,
+                 record_raw_obs: bool = False):
         correlated = check_correlation(noise_correlation, policy.discrete)
         self._settings = dict(num_steps=num_steps, gamma=gamma, gae_lambda=gae_lambda, reward_scale=reward_scale,
                               gae_scan=gae_scan, normalize_obs=normalize_obs, noise_correlation=noise_correlation,
-                              env_groups=env_groups)
+                              env_groups=env_groups, record_raw_obs=record_raw_obs)
         self.spec, self.policy = spec, policy
         self.num_envs, self.num_steps, self.normalize_obs = num_envs, num_steps, normalize_obs
+        # the env's own observations recorded, the statistics handed over beside them (`make_rollout`'s)
+        self.record_raw_obs = raw = normalize_obs and record_raw_obs
         # an actor's envs step as this many vector envs (`HostActor`); 'auto': two where that pays
         pays = spec.double_buffers and num_envs % 2 == 0 and not normalize_obs
         self.env_groups = (2 if pays else 1) if env_groups == "auto" else env_groups
@@ -143,12 +146,15 @@ class HostRollout:
                                 carry=policy.initial_carry((num_envs,)), reset=jnp.ones((num_envs,), bool),
                                 noise=initial_noise(num_envs, policy.action_shape) if correlated else ())
 
-        def finish_fragment(params, rec: dict, carry_after, initial_carry) -> Trajectory:
-            log_prob, value = _fragment_outputs(policy, params, rec, initial_carry)
+        def finish_fragment(params, rec: dict, carry_after, initial_carry, stats: RunningMeanStd) -> Trajectory:
+            obs_stats = stats if raw else ()
+            log_prob, value = _fragment_outputs(observing(policy, stats) if raw else policy, params, rec,
+                                                initial_carry)
             rec = {**rec, "log_prob": log_prob, "value": value}
             # host envs' time limits are their own: every step's next_obs is valued
             trajectory = finish(policy, params, rec, carry_after, initial_carry, gamma=gamma, gae_lambda=gae_lambda,
-                                gae_scan=gae_scan, max_truncations=num_steps, reward_scale=reward_scale)
+                                gae_scan=gae_scan, max_truncations=num_steps, reward_scale=reward_scale,
+                                obs_stats=obs_stats)
             return jax.tree.map(lambda x: x[None], trajectory)  # the learner's seed axis
 
         self.init = init
@@ -189,15 +195,20 @@ class HostRollout:
 
     def observe_and_act(self, packed, stats, obs, final_prev, carry, reset, draw, noise) -> tuple:
         """(action, carry, noise, stats, the obs to record, the previous step's `next_obs` to
-        record), for the params as `actor_params` packs them: `_observe_and_act` where observations are normalised, else the
-        plain act (no statistics, the observations as they are: nothing more crosses to the device)."""
+        record), for the params as `actor_params` packs them: `_observe_and_act` where observations are normalised
+        (recording the env's own where `record_raw_obs`), else the plain act (no statistics, the
+        observations as they are: nothing more crosses to the device)."""
+        if self.record_raw_obs:
+            return (*self._observe_and_act(packed, stats, obs, final_prev, carry, reset, draw, noise)[:4], obs,
+                    final_prev)
         if self.normalize_obs:
             return self._observe_and_act(packed, stats, obs, final_prev, carry, reset, draw, noise)
         return (*self._act(packed, obs, carry, reset, draw, noise), stats, obs, final_prev)
 
     def observe_final(self, stats, obs, final):
-        """The fragment's last `next_obs` to record: `final` (normalised where observations are)."""
-        return self._observe_final(stats, obs, final) if self.normalize_obs else final
+        """The fragment's last `next_obs` to record: `final` (normalised where observations are and
+        the trajectory carries no raw ones)."""
+        return self._observe_final(stats, obs, final) if self.normalize_obs and not self.record_raw_obs else final
 
     def with_num_envs(self, num_envs: int) -> "HostRollout":
         """The same rollout over `num_envs` envs (one actor's share)."""
@@ -245,7 +256,8 @@ class HostRollout:
         """The abstract `[1, T, B]` trajectory a fragment hands over (for compiling the learner)."""
         carry = self.policy.initial_carry((self.num_envs,))
         carry_after = jax.tree.map(lambda c: jax.ShapeDtypeStruct((self.num_steps, *c.shape), c.dtype), carry)
-        return jax.eval_shape(self.finish, params, self.record_spec(params), carry_after, carry)
+        return jax.eval_shape(self.finish, params, self.record_spec(params), carry_after, carry,
+                              RunningMeanStd.create(self.policy.obs_shape))
 
 
 class HostActor:
@@ -358,7 +370,7 @@ class HostActor:
         self._record_steps(rec, first_resets, steps)
         carry_after = (_join([jax.tree.map(lambda *c: jnp.stack(c), *steps) for steps in carry_steps], axis=1)
                        if jax.tree.leaves(carry) else carry)
-        trajectory = r.finish(self._params, rec, carry_after, initial_carry)
+        trajectory = r.finish(self._params, rec, carry_after, initial_carry, stats)
         inference_s += time.perf_counter() - tick
         tick = time.perf_counter()
         trajectory = jax.block_until_ready(jax.device_put(trajectory, self._out) if self._moves else trajectory)
@@ -409,7 +421,7 @@ class HostActor:
         rec = {name: jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), spec)
                for name, spec in r.record_spec(params).items()}
         carry_after = jax.tree.map(lambda c: jnp.stack([c] * r.num_steps), carry)
-        jax.block_until_ready(r.finish(params, rec, carry_after, carry))
+        jax.block_until_ready(r.finish(params, rec, carry_after, carry, stats))
 
     def timings(self) -> dict:
         return dict(self._timings)

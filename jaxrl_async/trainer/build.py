@@ -162,7 +162,9 @@ def _build(cfg: TrainConfig, backend: str) -> Components:
     policy = with_matmul_precision(policy, cfg.matmul_precision)
     shared = dict(num_envs=cfg.num_envs, num_steps=cfg.num_steps, gamma=cfg.learner.gamma,
                   gae_lambda=cfg.learner.gae_lambda, reward_scale=cfg.learner.reward_scale,
-                  normalize_obs=cfg.normalize_obs, gae_scan=speed.gae_scan, noise_correlation=cfg.action_noise_correlation)
+                  normalize_obs=cfg.normalize_obs, gae_scan=speed.gae_scan, noise_correlation=cfg.action_noise_correlation,
+                  # a replay learner stores the env's observations and normalises what it samples
+                  record_raw_obs=cfg.learner_spec.replay)
     if env_params is None:
         rollout = HostRollout(env, policy, env_groups=cfg.env_groups, **shared)
     else:

@@ -154,8 +154,8 @@ _BRAX_PPO = dict(normalize_obs=True,
                               gae_lambda=0.95, clip_eps=0.3, clip_value_loss=False, ent_coef=1e-2, max_grad_norm=1e9))
 # Brax's SAC (its notebook trains hopper and walker2d with SAC, not PPO): 128 envs, 256x256 ReLU networks,
 # Adam 6e-4, discount 0.997, a replay of 2^20 from 8192 transitions, the temperature learned towards
-# -|A|/2. Its observation normalisation is left out: our replay learners store raw observations.
-_BRAX_SAC = dict(algo="sac", num_envs=128, num_steps=1,
+# -|A|/2, observations normalised (the buffer stores them raw; each update normalises its samples).
+_BRAX_SAC = dict(algo="sac", num_envs=128, num_steps=1, normalize_obs=True,
                  network=dict(hidden_sizes=(256, 256), activation="relu"),
                  learner=dict(learning_rate=6e-4, anneal_lr=False, gamma=0.997, max_grad_norm=1e9),
                  replay=dict(replay_capacity=1_048_576, learning_starts=8192, n_step=1),

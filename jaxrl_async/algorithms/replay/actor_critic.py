@@ -4,7 +4,7 @@ steps. Each learner brings its critic target, its actor loss and its target netw
 
     def gradient_step_for(start):                      # an update's step, on start.buffer
         def gradient_step(carry: StepCarry, key):
-            view, batch = sample_batch(start.buffer, carry, key, ...)
+            view, batch = sample_batch(start, carry, key, ...)
             critic, critic_opt, critic_grads, metrics, view = critic_step(optimizer, critic_loss_of, ...)
             actor, actor_opt, loss_pi, aux, actor_grads = actor_step(optimizer, actor_loss_of, ...)
             return carry.after(view, actor=actor, nets=..., opt_state=...), metrics
@@ -29,8 +29,8 @@ import optax
 from flax import struct
 
 from jaxrl_async.algorithms.replay import buffer as replay
-from jaxrl_async.algorithms.replay.learner import (ReplayState, begin_update, learn_once_ready, new_buffer,
-                                                   replay_metrics)
+from jaxrl_async.algorithms.replay.learner import (ReplayState, UpdateStart, begin_update, learn_once_ready,
+                                                   new_buffer, normalized_batch, replay_metrics)
 from jaxrl_async.algorithms.sgd import LearnerHyperparams
 from jaxrl_async.core.optimizer import sgd_step
 from jaxrl_async.nets.actor_critic import Policy, at_matmul_precision
@@ -73,13 +73,14 @@ class StepCarry:
                          priorities=view.priorities, max_priority=view.max_priority)
 
 
-def sample_batch(buffer: replay.ReplayBuffer, carry: StepCarry, key: jax.Array, replay_cfg, *, gamma: float,
-                 weight_exponent: jax.Array) -> tuple[replay.ReplayBuffer, dict]:
-    """(the buffer with the carried priorities, a minibatch sampled from it: `replay.sample`)."""
-    view = buffer.replace(priorities=carry.priorities, max_priority=carry.max_priority)  # None: uniform
+def sample_batch(start: UpdateStart, carry: StepCarry, key: jax.Array, replay_cfg, *,
+                 gamma: float) -> tuple[replay.ReplayBuffer, dict]:
+    """(the update's buffer with the carried priorities, a minibatch sampled from it: `replay.sample`,
+    its observations as the networks take them: `normalized_batch`)."""
+    view = start.buffer.replace(priorities=carry.priorities, max_priority=carry.max_priority)  # None: uniform
     batch = replay.sample(view, key, batch_size=replay_cfg.replay_batch_size, n_step=replay_cfg.n_step, gamma=gamma,
-                          weight_exponent=weight_exponent)
-    return view, batch
+                          weight_exponent=start.weight_exponent)
+    return view, normalized_batch(batch, start.obs_stats)
 
 
 def apply_gradients(optimizer: optax.GradientTransformation, params, grads, opt_state, learning_rate):

@@ -71,6 +71,7 @@ class UpdateStart(NamedTuple):
     key: jax.Array  # the learner's next key
     learn_key: jax.Array  # the gradient steps' keys come from it
     weight_exponent: jax.Array  # prioritised replay's beta at this update
+    obs_stats: Any = ()  # the fragment's observation statistics, `()` where it records none (`normalized_batch`)
 
 
 def begin_update(learner: LearnerState, trajectory: Trajectory, learner_cfg, replay_cfg, *,
@@ -82,7 +83,18 @@ def begin_update(learner: LearnerState, trajectory: Trajectory, learner_cfg, rep
     key, learn_key = jax.random.split(learner.key)
     weight_exponent = priority.annealed_exponent(replay_cfg.priority_weight_exponent,
                                                  learner.update_count / num_updates)
-    return UpdateStart(learning_rate, buffer, key, learn_key, weight_exponent)
+    return UpdateStart(learning_rate, buffer, key, learn_key, weight_exponent, trajectory.obs_stats)
+
+
+def normalized_batch(batch: dict, obs_stats: Any) -> dict:
+    """A sampled batch (`buffer.sample`) as the networks take it: with `--normalize-obs` the buffer
+    holds the env's own observations and the trajectory brings the rollout's statistics
+    (`Trajectory.obs_stats`), by which `obs` and `bootstrap_obs` are normalised here, at every
+    update by the newest statistics (Brax's SAC does the same); `()`: the batch as it is."""
+    if obs_stats == ():
+        return batch
+    return {**batch, "obs": obs_stats.normalize(batch["obs"]),
+            "bootstrap_obs": obs_stats.normalize(batch["bootstrap_obs"])}
 
 
 def learn_once_ready(gradient_step: Callable, carry: Any, start: UpdateStart, replay_cfg, *,
