@@ -25,6 +25,9 @@ class LearnerSpec:
       section: the dataclass of its own flags, the config's field `name` (None: it has none).
       actions: the action spaces it learns, by class name (`Discrete`, `MultiDiscrete`, `Box`).
       replay: it learns from the replay buffer (`ReplayConfig`'s flags), not from the rollout.
+        With `--normalize-obs` its rollout records the env's own observations beside the
+        statistics (`Trajectory.obs_stats`), so its update must normalise what it samples
+        (`replay.learner.normalized_batch`, as `sample_batch` and DQN's update do).
       own_networks: what it builds from `hidden_sizes` instead of the actor-critic (the actor-critic's
         own options are refused); "" where it acts with the actor-critic.
       whole_sequences: its minibatches are whole env sequences, not transitions.
@@ -245,6 +248,7 @@ class TrainConfigBase:
         # the actor hands its trajectories over on one device; the learner's one seed takes one
         require(self.devices in (1, "all"), "devices", self.devices,
                 "host envs train their one seed on one device: use --devices 1 (or leave the default)")
+        # (the actors' trajectories are joined along the env axis; their statistics would need merging)
         require(not (self.normalize_obs and self.num_actors > 1), "normalize_obs", self.normalize_obs,
                 f"with num_actors={self.num_actors} each actor would keep statistics of its own share of the envs: "
                 "use --num-actors 1 or --no-normalize-obs")

@@ -69,7 +69,10 @@ class Trajectory:
         and then `obs` and `next_obs` are the env's own, unnormalised: the buffer stores them
         and the learner normalises each sampled batch by the statistics of its update
         (`replay.learner.normalized_batch`), as Brax's SAC does, so no stored observation is
-        normalised by statistics gone stale.
+        normalised by statistics gone stale. Where the trajectory carries them, the values and
+        the advantages (and, from a host env, the log-probabilities) are those of the recorded
+        observations normalised by these statistics, not by the ones each step acted with: no
+        replay learner reads them.
     """
 
     obs: jax.Array

@@ -44,8 +44,7 @@ def test_a_learner_with_flags_of_its_own_is_one_registry_line():
         cfg.check_resumable_as(cfg.with_fields(trace_decay=0.25))
     with pytest.raises(ValueError, match="algo='toy' builds its tabular values from hidden_sizes"):
         cfg.with_fields(value_hidden_sizes=(8,))
-    with pytest.raises(ValueError, match="algo='toy' replays stored observations"):
-        cfg.with_fields(normalize_obs=True)
+    assert cfg.with_fields(normalize_obs=True).normalize_obs  # its buffer stores raw observations (docs/learners.md)
     with pytest.raises(ValueError, match="algo='sarsa' is invalid: choose one of ppo, a2c, .*, pqn, toy"):
         Config(algo="sarsa")
 

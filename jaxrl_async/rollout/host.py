@@ -164,6 +164,10 @@ class HostRollout:
         self.act = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=False)[::3])
         self.act_greedy = jax.jit(lambda p, o, c, r, k: _act(policy, p, o, c, r, _with_key(k), greedy=True)[::3])
         self._observe_and_act = jax.jit(lambda p, *args: _observe_and_act(policy, unpack(p), *args, noise_correlation))
+        # the same without the normalised observations, which a raw recording drops (a jitted call
+        # computes every output it returns)
+        self._observe_and_act_raw = jax.jit(lambda p, *args: _observe_and_act(policy, unpack(p), *args,
+                                                                                noise_correlation)[:4])
         # a published version's params as an actor uses them, in one call: without the seed axis, and
         # packed as the act calls take them (flat arrays: a call pays its dispatch per argument leaf)
         self.actor_params = jax.jit(lambda params: (lambda tree: (tree, pack(tree)))(jax.tree.map(lambda x: x[0], params)))
@@ -199,7 +203,7 @@ class HostRollout:
         (recording the env's own where `record_raw_obs`), else the plain act (no statistics, the
         observations as they are: nothing more crosses to the device)."""
         if self.record_raw_obs:
-            return (*self._observe_and_act(packed, stats, obs, final_prev, carry, reset, draw, noise)[:4], obs,
+            return (*self._observe_and_act_raw(packed, stats, obs, final_prev, carry, reset, draw, noise), obs,
                     final_prev)
         if self.normalize_obs:
             return self._observe_and_act(packed, stats, obs, final_prev, carry, reset, draw, noise)
