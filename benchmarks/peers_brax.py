@@ -1,5 +1,5 @@
-"""Brax 0.14.2's own PPO trainer (`brax.training.agents.ppo.train`) timed on this machine, driven by
-`benchmarks/brax_ppo.py`. This file imports nothing of ours.
+"""Brax 0.14.2's own PPO and SAC trainers (`brax.training.agents.ppo.train`, `...sac.train`) timed on
+this machine, PPO driven by `benchmarks/brax_ppo.py`. This file imports nothing of ours.
 
 Brax 0.14.2's trainer calls `jax.device_put_replicated`, which jax 0.10 removed: where this jax lacks
 it, this file puts back an equivalent (`_device_put_replicated`: each leaf stacked once per device,
@@ -38,12 +38,24 @@ if not hasattr(jax, "device_put_replicated"):
 
 from brax import envs  # noqa: E402
 from brax.training.agents.ppo import train as ppo  # noqa: E402
+from brax.training.agents.sac import train as sac  # noqa: E402
+
+TRAINERS = {"ppo": ppo.train, "sac": sac.train}
+
 
 def _notebook(env_name: str, backend: str, **train) -> dict:
     """A case at the training notebook's PPO settings: those all its tasks share, and `train`'s."""
-    return dict(env=dict(env_name=env_name, backend=backend),
+    return dict(trainer="ppo", env=dict(env_name=env_name, backend=backend),
                 train=dict(episode_length=1000, normalize_observations=True, action_repeat=1, num_minibatches=32,
                            learning_rate=3e-4, **train))
+
+
+def _notebook_sac(env_name: str, **train) -> dict:
+    """A case at the training notebook's SAC settings: those its two SAC tasks share, and `train`'s."""
+    return dict(trainer="sac", env=dict(env_name=env_name, backend="positional"),
+                train=dict(episode_length=1000, normalize_observations=True, action_repeat=1, discounting=0.997,
+                           learning_rate=6e-4, num_envs=128, max_devices_per_host=1, max_replay_size=1_048_576,
+                           min_replay_size=8192, **train))
 
 
 PRESETS = {
@@ -60,6 +72,10 @@ PRESETS = {
                           entropy_cost=1e-3, num_envs=2048, batch_size=1024, reward_scaling=0.1),
     "halfcheetah": _notebook("halfcheetah", "positional", unroll_length=20, num_updates_per_batch=8,
                              discounting=0.95, entropy_cost=1e-3, num_envs=2048, batch_size=512, reward_scaling=1),
+    # the notebook's SAC for hopper and walker2d (our presets `brax:hopper`, `brax:walker2d`), on the
+    # same `positional` backend as ours
+    "hopper_sac": _notebook_sac("hopper", reward_scaling=30, batch_size=512, grad_updates_per_step=64),
+    "walker2d_sac": _notebook_sac("walker2d", reward_scaling=5, batch_size=128, grad_updates_per_step=32),
 }
 
 
@@ -81,8 +97,8 @@ def main(argv):
         last.update(metrics)
 
     start = time.perf_counter()
-    ppo.train(environment=env, num_timesteps=total, seed=seed, num_evals=epochs + 1, deterministic_eval=True,
-              progress_fn=progress, **cfg["train"])
+    TRAINERS[cfg["trainer"]](environment=env, num_timesteps=total, seed=seed, num_evals=epochs + 1,
+                             deterministic_eval=True, progress_fn=progress, **cfg["train"])
     wall_s = time.perf_counter() - start
     later = epoch_rows[1:]
     steps_per_epoch = later[0]["env_steps"] - epoch_rows[0]["env_steps"]
