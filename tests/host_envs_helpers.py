@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gymnasium as gym
+import jax
 import numpy as np
 
 SCRIPTED_ID = "JaxrlTest/Scripted-v0"  # time limit 4
@@ -78,3 +79,20 @@ def register() -> None:
         gym.register(NESTED_ID, entry_point=NestedEnv, max_episode_steps=4)
         gym.register(TEXT_ID, entry_point=TextObsEnv, max_episode_steps=4)
         gym.register(FAILING_ID, entry_point=FailingEnv, max_episode_steps=4)
+
+
+def host_fragments(cfg, count: int = 2) -> tuple[list, object]:
+    """`count` fragments of `cfg`'s host env (reset seeds 0 .. num_envs - 1) by its one host actor:
+    each fragment's trajectory and the rollout state after them, on the host, without the seed axis."""
+    from jaxrl_async.trainer.build import build, initial_states
+
+    c = build(cfg)
+    state = initial_states(c)
+    device = jax.devices()[0]
+    actor = c.rollout.actor(list(range(cfg.num_envs)), device, jax.sharding.SingleDeviceSharding(device))
+    rollout, fragments = state.rollout, []
+    for _ in range(count):
+        rollout, trajectory = actor.collect(state.learner.params, rollout)
+        fragments.append(jax.tree.map(lambda x: np.asarray(x[0]), trajectory))
+    actor.close()
+    return fragments, jax.tree.map(lambda x: np.asarray(x[0]), rollout)

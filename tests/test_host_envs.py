@@ -28,7 +28,8 @@ from jaxrl_async.envs.host.cores import on_core
 from jaxrl_async.nets.actor_critic import reset_carry
 from jaxrl_async.trainer.training import train
 from jaxrl_async.trainer.run import Run
-from host_envs_helpers import FAILING_ID, NESTED_ID, SCRIPTED_ID, TEXT_ID, ScriptedEnv, register  # tests/host_envs_helpers.py
+# tests/host_envs_helpers.py
+from host_envs_helpers import FAILING_ID, NESTED_ID, SCRIPTED_ID, TEXT_ID, ScriptedEnv, host_fragments, register
 
 register()
 SCRIPTED = "gymnasium:" + SCRIPTED_ID
@@ -281,17 +282,9 @@ def test_host_actor_values_the_truncation_from_the_final_obs_and_runs_gae(script
 def _two_fragments(normalize_obs: bool):
     """Two 6-step fragments of 2 scripted envs (seeds 0, 1): the trajectories, [2, T, B] each leaf,
     and the carried statistics."""
-    c = build(TrainConfig(env=SCRIPTED, mode="async", num_envs=2, num_steps=6, total_timesteps=24,
-                          normalize_obs=normalize_obs))
-    state = initial_states(c)
-    device = jax.devices()[0]
-    actor = c.rollout.actor([0, 1], device, jax.sharding.SingleDeviceSharding(device))
-    rollout, fragments = state.rollout, []
-    for _ in range(2):
-        rollout, trajectory = actor.collect(state.learner.params, rollout)
-        fragments.append(jax.tree.map(lambda x: np.asarray(x[0]), trajectory))
-    actor.close()
-    return jax.tree.map(lambda *xs: np.stack(xs), *fragments), jax.tree.map(lambda x: np.asarray(x[0]), rollout.obs_stats)
+    fragments, rollout = host_fragments(TrainConfig(env=SCRIPTED, mode="async", num_envs=2, num_steps=6,
+                                                    total_timesteps=24, normalize_obs=normalize_obs))
+    return jax.tree.map(lambda *xs: np.stack(xs), *fragments), rollout.obs_stats
 
 
 def test_normalize_obs_on_a_host_env_matches_a_numpy_reference():

@@ -20,7 +20,7 @@ from jaxrl_async.nets.actor_critic import make_policy
 from jaxrl_async.rollout.device import make_rollout
 from jaxrl_async.trainer.build import build, initial_states
 from jaxrl_async.trainer.training import train
-from host_envs_helpers import SCRIPTED_ID, register  # tests/host_envs_helpers.py
+from host_envs_helpers import SCRIPTED_ID, host_fragments, register  # tests/host_envs_helpers.py
 
 # the rollouts compared op for op: full float32 matmuls on any backend (conftest.py)
 pytestmark = pytest.mark.float32_matmuls
@@ -109,19 +109,9 @@ def test_a_replay_update_normalises_what_it_samples_by_the_fragments_statistics(
 def _host_fragments(normalize_obs: bool):
     """Two 6-step fragments of 2 scripted envs (seeds 0, 1) by DQN's host actor: the trajectories
     and the state after them."""
-    cfg = TrainConfig(env="gymnasium:" + SCRIPTED_ID, algo="dqn", mode="async", num_envs=2, num_steps=6,
-                      total_timesteps=24, normalize_obs=normalize_obs).with_fields(
-        replay_capacity=64, learning_starts=12, replay_batch_size=4)
-    c = build(cfg)
-    state = initial_states(c)
-    device = jax.devices()[0]
-    actor = c.rollout.actor([0, 1], device, jax.sharding.SingleDeviceSharding(device))
-    rollout, fragments = state.rollout, []
-    for _ in range(2):
-        rollout, trajectory = actor.collect(state.learner.params, rollout)
-        fragments.append(jax.tree.map(lambda x: np.asarray(x[0]), trajectory))
-    actor.close()
-    return fragments, jax.tree.map(lambda x: np.asarray(x[0]), rollout)
+    return host_fragments(TrainConfig(env="gymnasium:" + SCRIPTED_ID, algo="dqn", mode="async", num_envs=2,
+                                      num_steps=6, total_timesteps=24, normalize_obs=normalize_obs).with_fields(
+        replay_capacity=64, learning_starts=12, replay_batch_size=4))
 
 
 def test_a_host_replay_rollout_records_the_envs_observations_and_hands_over_its_statistics():
