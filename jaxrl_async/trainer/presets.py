@@ -201,10 +201,10 @@ _FLAGSHIP_PRESETS = (
           (_PPO_128x160, "greedy 16 -> 2061 over 3 seeds, 16 min")),
     _brax("hopper", "SAC", _with(_BRAX_SAC, total_timesteps=6_553_600, learner=dict(reward_scale=30.0),
                                  replay=dict(replay_ratio=64, replay_batch_size=512), sac=dict(target_entropy=-1.5)),
-          ("--total-timesteps 262144", "greedy 704 -> 1051 over 3 seeds, 17 min a seed")),
+          ("--total-timesteps 262144", "greedy 839 -> 673 over 3 seeds (1026 at 164k), standing; 62 min")),
     _brax("walker2d", "SAC", _with(_BRAX_SAC, total_timesteps=7_864_320, learner=dict(reward_scale=5.0),
                                    replay=dict(replay_ratio=32, replay_batch_size=128), sac=dict(target_entropy=-3.0)),
-          ("--total-timesteps 262144", "greedy 197 -> 534 over 3 seeds, standing, not yet walking; 13 min")),
+          ("--total-timesteps 262144", "greedy 194 -> 710 over 3 seeds, standing, not yet walking; 11 min")),
     *(_preset(f"playground:{env}", settings, None, _PLAYGROUND_SOURCE.format(change=change),
               (_DM_128, f"greedy {curve} over 3 seeds, {minutes} min"))
       for env, settings, change, curve, minutes in (
