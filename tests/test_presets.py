@@ -12,13 +12,6 @@ from jaxrl_async.envs.ids import BUILTIN_ENV_IDS
 from jaxrl_async.envs import builtin_env_ids, make_env
 from jaxrl_async.envs.suites import split_suite_id, suite_env_ids
 
-# Playground's locomotion envs load robot models from MuJoCo Menagerie, which may not be on disk
-MENAGERIE_ENVS = {"playground:Go1JoystickFlatTerrain"}
-try:
-    from mujoco_playground._src.mjx_env import MENAGERIE_PATH
-except ImportError:  # no playground installed: its presets' envs are not made here
-    MENAGERIE_PATH = None
-
 
 def test_the_static_env_ids_are_the_registrys():
     # `jaxrl-async envs` prints the static list without importing gymnax: it must not drift
@@ -48,13 +41,6 @@ def test_each_preset_is_a_valid_config_for_its_env(name):
         make_env(env)  # the id is one make_env accepts
     else:  # a suite's id is in its own registry (making the env, seconds each, is its suite's tests' job)
         assert env in suite_env_ids(suite[0].name), f"{env} is not in the {suite[0].name} suite's registry"
-
-
-@pytest.mark.skipif(MENAGERIE_PATH is None or MENAGERIE_PATH.exists(), reason="needs playground, and no Menagerie")
-def test_a_locomotion_env_without_its_robot_model_is_refused_before_any_download():
-    with pytest.raises(ValueError, match="loads its robot from MuJoCo Menagerie, which is not at .*commit"):
-        make_env(sorted(MENAGERIE_ENVS)[0])
-    assert not MENAGERIE_PATH.exists()  # nothing was cloned
 
 
 def test_an_env_without_a_preset_is_told_the_closest():

