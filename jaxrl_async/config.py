@@ -124,6 +124,10 @@ class NetworkConfig:
     """Widths of the actor tower's hidden layers where they differ from hidden_sizes (e.g. Brax's 32 32 32 32); None: hidden_sizes. Feedforward actor-critics (ppo, a2c, reinforce, impala) only."""
     value_hidden_sizes: tuple[int, ...] | None = None
     """Widths of the critic tower's hidden layers where they differ from hidden_sizes (e.g. Brax's 256 256 256 256 256); None: hidden_sizes. Feedforward actor-critics only."""
+    policy_obs_key: str | None = None
+    """A dict observation's entry that the actor tower alone sees, through one MLP (e.g. Playground's 'state'); None: every entry, each through its own encoder. Set with value_obs_key; feedforward actor-critics (ppo, a2c, reinforce, impala) only."""
+    value_obs_key: str | None = None
+    """A dict observation's entry that the critic tower alone sees, through one MLP (e.g. Playground's 'privileged_state', which its actor never gets); set with policy_obs_key."""
     action_dist: Literal["gaussian", "tanh_gaussian"] = "gaussian"
     """Box actions (ppo, a2c, reinforce, impala): 'gaussian', a Gaussian with a learned state-independent log-std, clipped to the bounds; 'tanh_gaussian', a Gaussian whose std is a state-dependent output (softplus + min_std) squashed by tanh into the bounds, its log-prob and entropy those of the squashed action (Brax's and Playground's PPO policy)."""
     min_std: float = 0.001
@@ -152,6 +156,12 @@ class NetworkConfig:
             require(sizes is None or self.core == "none", name, sizes,
                     f"a recurrent core (core={self.core!r}) shares one torso between the actor and the critic: "
                     "set hidden_sizes, not separate towers")
+        require((self.policy_obs_key is None) == (self.value_obs_key is None), "policy_obs_key",
+                self.policy_obs_key, f"set it with value_obs_key (now {self.value_obs_key!r}): each tower its own "
+                "entry of the observation, or neither")
+        require(self.policy_obs_key is None or self.core == "none", "policy_obs_key", self.policy_obs_key,
+                f"a recurrent core (core={self.core!r}) shares one torso between the actor and the critic: "
+                "leave policy_obs_key and value_obs_key unset")
         require(self.action_dist in ACTION_DISTS, "action_dist", self.action_dist, f"choose one of {ACTION_DISTS}")
         require(math.isfinite(self.min_std) and self.min_std > 0, "min_std", self.min_std,
                 "must be a finite number > 0 (Brax's: 0.001)")

@@ -56,7 +56,7 @@ class LearnerSpec:
 RESUME_FIXED_FIELDS = ("env", "env_kwargs", "algo", "num_envs", "num_steps", "num_seeds", "seed", "normalize_obs",
                        "action_noise_correlation",
                        "network.hidden_sizes", "network.policy_hidden_sizes", "network.value_hidden_sizes",
-                       "network.action_dist", "network.activation", "network.torso", "network.core",
+                       "network.policy_obs_key", "network.value_obs_key", "network.action_dist", "network.activation", "network.torso", "network.core",
                        "network.core_size", "replay.replay_capacity")
 
 
@@ -268,7 +268,7 @@ class TrainConfigBase:
         network, own_networks = self.network, self.learner_spec.own_networks
         if own_networks:
             for name, default in (("policy_hidden_sizes", None), ("value_hidden_sizes", None),
-                                  ("action_dist", "gaussian")):
+                                  ("policy_obs_key", None), ("value_obs_key", None), ("action_dist", "gaussian")):
                 require(getattr(network, name) == default, name, getattr(network, name),
                         f"algo={self.algo!r} builds {own_networks} from hidden_sizes: leave {name} at {default!r}")
         if network.action_dist == "tanh_gaussian":

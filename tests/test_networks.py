@@ -319,9 +319,39 @@ def test_actor_and_critic_towers_take_their_own_widths():
     assert [plain["params"][t]["Dense_0"]["kernel"].shape[1] for t in ("actor_torso", "critic_torso")] == [8, 8]
 
 
+def test_each_tower_sees_its_own_observation_entry():
+    """Playground's asymmetric actor-critic: the actor sees `state` alone, the critic
+    `privileged_state` alone, each through one MLP on its entry (Brax's policy_obs_key / value_obs_key)."""
+    obs_shape = {"state": (3,), "privileged_state": (2, 2)}
+    cfg = NetworkConfig(hidden_sizes=(8,), policy_obs_key="state", value_obs_key="privileged_state")
+    policy = make_policy(cfg, obs_shape, spaces.Box(-1.0, 1.0, (2,), jnp.float32))
+    params = policy.init(jax.random.PRNGKey(0))
+    # one Dense per tower on its entry's flat features, not an encoder per entry
+    assert params["params"]["actor_torso"]["Dense_0"]["kernel"].shape == (3, 8)
+    assert params["params"]["critic_torso"]["Dense_0"]["kernel"].shape == (4, 8)
+    keys = jax.random.split(jax.random.PRNGKey(1), 4)
+    obs = {"state": jax.random.normal(keys[0], (5, 3)), "privileged_state": jax.random.normal(keys[1], (5, 2, 2))}
+    act_on = lambda o: policy.step(params, o, ())[:2]  # noqa: E731  (a feedforward policy: no carry)
+    dist, value = act_on(obs)
+    other_state = {**obs, "state": jax.random.normal(keys[2], (5, 3))}
+    other_privileged = {**obs, "privileged_state": jax.random.normal(keys[3], (5, 2, 2))}
+    np.testing.assert_array_equal(act_on(other_state)[1], value)  # the critic ignores `state`
+    assert not np.allclose(act_on(other_state)[0].mean, dist.mean)
+    np.testing.assert_array_equal(act_on(other_privileged)[0].mean, dist.mean)  # and the actor the rest
+    assert not np.allclose(act_on(other_privileged)[1], value)
+    with pytest.raises(ValueError, match=r"value_obs_key='privileged' is not an array entry of this env's "
+                                         r"observation: choose one of \['privileged_state', 'state'\]"):
+        make_policy(NetworkConfig(policy_obs_key="state", value_obs_key="privileged"), obs_shape,
+                    spaces.Box(-1.0, 1.0, (2,), jnp.float32))
+    with pytest.raises(ValueError, match="pick entries of a dict observation"):
+        make_policy(cfg, (3,), spaces.Discrete(2))
+
+
 @pytest.mark.parametrize("fields, message", [
     (dict(policy_hidden_sizes=(0,)), "policy_hidden_sizes=\\(0,\\) is invalid"),
     (dict(value_hidden_sizes=(32,), core="gru"), "shares one torso"),
+    (dict(policy_obs_key="state"), "policy_obs_key='state' is invalid: set it with value_obs_key"),
+    (dict(policy_obs_key="state", value_obs_key="privileged_state", core="lstm"), "shares one torso"),
     (dict(action_dist="beta"), "action_dist='beta' is invalid"),
     (dict(min_std=0.0), "min_std=0.0 is invalid"),
 ])

@@ -52,7 +52,7 @@ from gymnax.environments import spaces
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.core.distributions import (Categorical, DiagGaussian, MultiCategorical, TanhGaussian, legal_actions,
                                             mask_scores)
-from jaxrl_async.envs.spaces import (SUPPORTED_ACTIONS, MultiDiscrete, action_mask, as_observation,
+from jaxrl_async.envs.spaces import (ACTION_MASK, SUPPORTED_ACTIONS, MultiDiscrete, action_mask, as_observation,
                                      check_action_mask, is_nested, shape_leaves, without_action_mask,
                                      zeros_observation)
 from jaxrl_async.nets.orthogonal import orthogonal
@@ -187,12 +187,14 @@ class ActorCritic(nn.Module):
     value_hidden_sizes: Sequence[int] | None = None  # the critic tower's; None: hidden_sizes
     action_dist: str = "gaussian"  # a Box action's: "gaussian" | "tanh_gaussian" (`NetworkConfig`)
     min_std: float = 0.001  # tanh_gaussian: the std's floor
+    split_obs: bool = False  # obs is (the actor's input, the critic's): `NetworkConfig.policy_obs_key`
 
     @nn.compact
     def __call__(self, obs):
         torso = functools.partial(make_torso, activation=self.activation, use_cnn=self.use_cnn, leaves=self.leaves)
-        actor_features = torso(self.hidden_sizes, name="actor_torso")(obs)
-        critic_features = torso(self.value_hidden_sizes or self.hidden_sizes, name="critic_torso")(obs)
+        actor_obs, critic_obs = obs if self.split_obs else (obs, obs)
+        actor_features = torso(self.hidden_sizes, name="actor_torso")(actor_obs)
+        critic_features = torso(self.value_hidden_sizes or self.hidden_sizes, name="critic_torso")(critic_obs)
         # small final-layer scales: a near-uniform initial policy, a near-zero initial value
         out = _dense(_head_size(self), 0.01, name="actor_head")(actor_features)
         value = _dense(1, 1.0, name="critic_head")(critic_features)[..., 0]
@@ -346,6 +348,25 @@ def encoder_input(torso: str, obs_shape) -> EncoderInput:
     return EncoderInput(obs_shape, prepare, use_cnn, None)
 
 
+def tower_inputs(policy_key: str, value_key: str, obs_shape) -> Callable:
+    """`obs -> (the actor's input, the critic's)` where each tower sees one entry of a dict
+    observation (`NetworkConfig.policy_obs_key`, `value_obs_key`), as flat features for its MLP: as
+    Brax's PPO networks take Playground's `state` and `privileged_state`."""
+    if not isinstance(obs_shape, dict):
+        raise ValueError(f"policy_obs_key={policy_key!r} and value_obs_key={value_key!r} pick entries of a dict "
+                         f"observation, but this env's observation is {obs_shape}: leave them unset")
+    for name, key in (("policy_obs_key", policy_key), ("value_obs_key", value_key)):
+        if key not in obs_shape or key == ACTION_MASK or is_nested(obs_shape[key]):
+            entries = sorted(k for k in obs_shape if k != ACTION_MASK and not is_nested(obs_shape[k]))
+            raise ValueError(f"{name}={key!r} is not an array entry of this env's observation: choose one of {entries}")
+    shapes = {key: tuple(obs_shape[key]) for key in (policy_key, value_key)}
+
+    def prepare(obs):
+        return tuple(obs[key].reshape(obs[key].shape[: obs[key].ndim - len(shapes[key])] + (-1,))
+                     for key in (policy_key, value_key))
+    return prepare
+
+
 def observed_legal_actions(obs, nvec: tuple[int, ...] | None = None) -> jax.Array | None:
     """`[..., A]` bool, the legal actions an observation's action mask gives (`legal_actions`), or
     None where the observation has no mask."""
@@ -379,8 +400,12 @@ def make_policy(cfg: NetworkConfig, obs_shape, action_space) -> Policy:
     heads = dict(nvec=nvec, leaves=leaves, action_dist=cfg.action_dist, min_std=cfg.min_std)
     if cfg.core != "none":
         return _recurrent_policy(cfg, prepare, use_cnn, action_dim, heads, **shapes)
+    split_obs = cfg.policy_obs_key is not None
+    if split_obs:  # each tower one entry, through one MLP
+        prepare, use_cnn = tower_inputs(cfg.policy_obs_key, cfg.value_obs_key, obs_shape), False
+        heads["leaves"] = None
     module = ActorCritic(cfg.policy_sizes, cfg.activation, use_cnn, discrete, action_dim,
-                         value_hidden_sizes=cfg.value_sizes, **heads)
+                         value_hidden_sizes=cfg.value_sizes, split_obs=split_obs, **heads)
 
     def init(key):
         return module.init(key, prepare(zeros_observation(obs_shape, (1,))))
