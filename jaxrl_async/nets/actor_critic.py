@@ -26,7 +26,8 @@ which costs nothing to pass around):
 
 `obs` is `[..., *obs_shape]` float32, or for a Dict / Tuple observation space a dict / tuple
 of such leaves (`obs_shape` is then a dict / tuple of shapes, and every leaf has its own
-encoder: `LeafEncoders`); values are `[...]`. Actions: Discrete, `spaces.MultiDiscrete`
+encoder: `LeafEncoders`, or with `NetworkConfig.policy_obs_key` each tower one entry of a dict:
+`tower_inputs`); values are `[...]`. Actions: Discrete, `spaces.MultiDiscrete`
 (independent categoricals, `MultiCategorical`) or a flat Box.
 
 Action masks: where the observation is a Dict with an `spaces.ACTION_MASK` entry, `step` (and so

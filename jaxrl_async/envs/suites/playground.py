@@ -16,7 +16,8 @@
 
 Actions are a Box in [-1, 1]; `state.done` is termination (`brax_api.BraxApiEnv`). The
 locomotion envs' observations are dicts ({"state", "privileged_state"}): mapped as pytrees, so
-the policy sees both (Playground's own PPO gives the privileged part to the critic alone). They
+the policy sees both, unless `--policy-obs-key state --value-obs-key privileged_state` give the
+critic alone the privileged part, as Playground's own PPO does. They
 load robot models from MuJoCo Menagerie, which Playground would clone from GitHub at the first use.
 Nothing may download while a run starts, so the adapter finds the env's robot on disk: in
 Playground's own Menagerie checkout where there is one, else in EnvPool's asset wheels (the
