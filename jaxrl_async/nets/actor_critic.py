@@ -307,6 +307,18 @@ def _nested_encoders(torso: str, obs_shape) -> tuple[tuple[str, bool], ...]:
     return tuple((_leaf_name(p), image and torso != "mlp") for (p, _), image in zip(leaves, images))
 
 
+def flat_observations(obs_shape: Sequence[int]) -> Callable[[jax.Array], jax.Array]:
+    """obs [..., *obs_shape] -> [..., prod(obs_shape)]: the MLP sees observations of any rank as
+    flat feature vectors."""
+
+    def prepare(obs):
+        if len(obs_shape) == 1:
+            return obs
+        return obs.reshape(obs.shape[: obs.ndim - len(obs_shape)] + (-1,))
+
+    return prepare
+
+
 class EncoderInput(NamedTuple):
     """How observations reach the encoder (`encoder_input`)."""
 
@@ -326,13 +338,12 @@ def encoder_input(torso: str, obs_shape) -> EncoderInput:
     if is_nested(obs_shape):
         encoded = without_action_mask(obs_shape)
         leaves = _nested_encoders(torso, encoded)
-        leaf_shapes = [shape for _, shape in shape_leaves(encoded)]
+        # the leaves in the structure's order; an MLP leaf as flat features
+        leaf_inputs = [(lambda x: x) if cnn else flat_observations(shape)
+                       for (_, shape), (_, cnn) in zip(shape_leaves(encoded), leaves)]
 
         def prepare(obs):
-            # the leaves in the structure's order; an MLP leaf as flat features
-            leaf_obs = jax.tree.leaves(as_observation(encoded, obs))
-            return [x if cnn else x.reshape(x.shape[: x.ndim - len(shape)] + (-1,))
-                    for x, shape, (_, cnn) in zip(leaf_obs, leaf_shapes, leaves)]
+            return [leaf_input(x) for leaf_input, x in zip(leaf_inputs, jax.tree.leaves(as_observation(encoded, obs)))]
         return EncoderInput(obs_shape, prepare, False, leaves)
     obs_shape = tuple(int(d) for d in obs_shape)
     is_image = len(obs_shape) == 3
@@ -340,13 +351,7 @@ def encoder_input(torso: str, obs_shape) -> EncoderInput:
     if use_cnn and not is_image:
         raise ValueError(f"torso='cnn' needs image observations [H, W, C], got shape {obs_shape}: "
                          "use --torso mlp")
-
-    def prepare(obs):
-        # the MLP sees observations of any rank as flat feature vectors
-        if use_cnn or len(obs_shape) == 1:
-            return obs
-        return obs.reshape(obs.shape[: obs.ndim - len(obs_shape)] + (-1,))
-    return EncoderInput(obs_shape, prepare, use_cnn, None)
+    return EncoderInput(obs_shape, (lambda obs: obs) if use_cnn else flat_observations(obs_shape), use_cnn, None)
 
 
 def tower_inputs(policy_key: str, value_key: str, obs_shape) -> Callable:
@@ -360,12 +365,8 @@ def tower_inputs(policy_key: str, value_key: str, obs_shape) -> Callable:
         if key not in obs_shape or key == ACTION_MASK or is_nested(obs_shape[key]):
             entries = sorted(k for k in obs_shape if k != ACTION_MASK and not is_nested(obs_shape[k]))
             raise ValueError(f"{name}={key!r} is not an array entry of this env's observation: choose one of {entries}")
-    shapes = {key: tuple(obs_shape[key]) for key in (policy_key, value_key)}
-
-    def prepare(obs):
-        return tuple(obs[key].reshape(obs[key].shape[: obs[key].ndim - len(shapes[key])] + (-1,))
-                     for key in (policy_key, value_key))
-    return prepare
+    flatten = {key: flat_observations(tuple(obs_shape[key])) for key in (policy_key, value_key)}
+    return lambda obs: tuple(flatten[key](obs[key]) for key in (policy_key, value_key))
 
 
 def observed_legal_actions(obs, nvec: tuple[int, ...] | None = None) -> jax.Array | None:

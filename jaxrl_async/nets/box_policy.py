@@ -31,7 +31,7 @@ from flax import struct
 from gymnax.environments import spaces
 
 from jaxrl_async.config import NetworkConfig
-from jaxrl_async.nets.actor_critic import MLPTorso, Policy
+from jaxrl_async.nets.actor_critic import MLPTorso, Policy, flat_observations
 from jaxrl_async.nets.orthogonal import orthogonal
 
 
@@ -119,18 +119,6 @@ def uniform_from_noise(noise: jax.Array) -> jax.Array:
     time): its normal CDF mapped onto [-1, 1], uniform as a `UnitBox.draw`'s and correlated as the
     noise (white warm-up actions explore as little as white noise)."""
     return 2.0 * jax.scipy.special.ndtr(noise) - 1.0
-
-
-def flat_observations(obs_shape: Sequence[int]) -> Callable[[jax.Array], jax.Array]:
-    """obs [..., *obs_shape] -> [..., prod(obs_shape)]: the MLP sees observations of any rank as
-    flat feature vectors."""
-
-    def prepare(obs):
-        if len(obs_shape) == 1:
-            return obs
-        return obs.reshape(obs.shape[: obs.ndim - len(obs_shape)] + (-1,))
-
-    return prepare
 
 
 def make_box_policy(cfg: NetworkConfig, num_outputs: int, distribution: Callable, obs_shape: tuple[int, ...],

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from jaxrl_async.config import NetworkConfig
 from jaxrl_async.nets.actor_critic import MLPTorso
-from jaxrl_async.nets.box_policy import flat_observations
+from jaxrl_async.nets.actor_critic import flat_observations
 from jaxrl_async.nets.orthogonal import orthogonal
 
 
