@@ -2,11 +2,9 @@
 # The GPU rows of docs/benchmarks.md ("Speed on a GPU") in one device call: ours beside rejax 0.1.3,
 # most wanted first, every step skipped once fewer than its seconds are left before DEADLINE.
 #
-# Here, once: the kit and its wheels into .gpu/ (../shared/peers/gpu/README.md), and for the bisect
-# phase the trees to time, e.g.
+# Here, once: bash benchmarks/gpu_kit.sh (the kit, its wheels and the suites' into .gpu/), and for the
+# bisect phase the trees to time, e.g.
 #   for c in 4ba1587 f8a3142^ f8a3142; do mkdir -p .gpu/trees/$c && git archive $c jaxrl_async | tar -x -C .gpu/trees/$c; done
-# and for the suites phase, with the kit README's `d`: d .gpu/whl/suites brax==0.14.2 mujoco==4.0.0
-#   mujoco-core==4.0.0 mujoco-mjx==3.17.0 playground==0.2.0 craftax==1.6.1 jaxopt ml-collections trimesh==5.2.0
 # There (the device tool, carry [".gpu"]):  DEADLINE=540 bash benchmarks/gpu_rows.sh [PHASE ...]
 # Phases (default: peers rows breakout): peers (reference and PQN via benchmarks.peers: alternated,
 # both startups timed alike; pqn: PQN alone), rows (big: 2048x64, then seeds: 64 and 512 seeds

