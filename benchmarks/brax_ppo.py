@@ -1,6 +1,7 @@
-"""Our PPO beside Brax's own PPO trainer on the same Brax env and hyperparameters, alternated in one command.
+"""Our PPO beside Brax's own PPO trainer on the same env and hyperparameters, alternated in one command.
 
     python -m benchmarks.brax_ppo --rounds 3
+    python -m benchmarks.brax_ppo --case go1_cpu128 --rounds 3
 
 The Brax side is `benchmarks/peers_brax.py`, run by this python (it shims the one call of Brax
 0.14.2's trainer that our jax lacks: its docstring) or by `--brax-python`, e.g. a virtualenv with
@@ -8,8 +9,9 @@ jax 0.9.2. Each run is a new process, ours then Brax's, `--rounds` times (A B A 
 shared machine's speed hits both alike). Every run's figures go to one JSON line in `--out`; a
 table of medians is printed.
 
-The case is Brax's published `inverted_pendulum` settings (`BRAX_SETTINGS` below), on the MJX backend
-both sides, at `--total-timesteps` env steps:
+The cases (`CASES` below), at `--total-timesteps` env steps (default: 8 updates):
+
+`inverted_pendulum` (the default), Brax's published settings, on the MJX backend both sides:
 - Brax: 2048 envs, `unroll_length` 5, `batch_size` 1024 x 32 minibatches = 163,840 env steps per
   update (16 unrolls of 5 steps per env, GAE over each unroll), 4 epochs, discount 0.97, Adam
   3e-4, entropy 0.01, clip 0.3, reward x10, normalised observations; its default networks
@@ -20,10 +22,21 @@ both sides, at `--total-timesteps` env steps:
   critic, rewards x10, a constant learning rate, the value loss unclipped; gradients clipped at
   norm 1 (Brax's trainer clips none: Adam's steps hardly see a global rescale). These are the
   env's preset (`jaxrl-async train --env brax:inverted_pendulum`).
+
+`go1_cpu128`, Playground's Go1JoystickFlatTerrain at Playground's published locomotion settings
+scaled to a CPU as docs/suites.md runs them, MJX's JAX implementation both sides: 128 envs, 20,480
+env steps an update in 32 minibatches of 640 (Brax: batch 32 x unroll 20, 8 unrolls an update;
+ours: 160 steps an env, GAE over them), 4 epochs, 512-256-128 networks, the policy fed `state` and
+the critic `privileged_state`; ours is the env's preset at `--num-envs 128 --num-steps 160`, Brax's
+`peers_brax.py go1_cpu128` (Playground's own params and networks through Brax's trainer).
+
 Figures: steps/s is training alone, no compilation, no evaluation (ours: summary.json's
-`steps_per_second`; Brax: the env steps of its epochs after the first over their time, since
-its first epoch's call holds the compilation); the return is the final greedy evaluation (ours 128
-episodes, Brax's 128 eval envs). `paired` is the median of each round's ours / Brax ratio.
+`steps_per_second`, whose iterations, on a host without cores to spare, include the first ones that
+the evaluation compiles beside; Brax: the env steps of its epochs after the first over their time,
+since its first epoch's call holds the compilation); process_s is each side's process, start to
+exit, no persistent compilation cache either side; the return is the final greedy evaluation (128
+episodes a side on the pendulum, 8 on Go1, where ours also evaluates after every 10 updates, as
+Brax's epochs do). `paired` is the median of each round's ours / Brax ratio.
 """
 
 from __future__ import annotations
@@ -36,27 +49,58 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from experiments.common import last_json
 from jaxrl_async.cli.flags import parse
 from jaxrl_async.trainer.presets import config_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BATCH = 2048 * 80  # env steps per update, both sides
-# the env's preset: Brax's published settings with Brax's policy (trainer/presets.py)
-BRAX_SETTINGS = config_for("brax:inverted_pendulum")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One env at one set of settings on both sides."""
+
+    env_id: str
+    """Ours: the env, trained with its preset."""
+    sizes: dict
+    """Ours: the preset's fields set over it (the CPU's scale)."""
+    peer_preset: str
+    """Brax's side: a key of peers_brax.py's PRESETS."""
+    eval_episodes: int
+    """Ours: the greedy evaluations' episodes (Brax's side: its preset's eval envs)."""
+    peer_updates_per_epoch: int = 1
+    """Brax's side: its fewest updates an epoch (Playground's `num_resets_per_eval` runs that many
+    training calls an epoch, the envs reset after each); ours evaluates as often where it is > 1."""
+
+    def settings(self):
+        return dataclasses.replace(config_for(self.env_id), **self.sizes)
+
+    @property
+    def batch(self) -> int:
+        """Env steps an update, both sides."""
+        return self.settings().num_envs * self.settings().num_steps
+
+
+CASES = {"inverted_pendulum": Case("brax:inverted_pendulum", {}, "inverted_pendulum", 128),
+         "go1_cpu128": Case("playground:Go1JoystickFlatTerrain", {"num_envs": 128, "num_steps": 160}, "go1_cpu128", 8,
+                            peer_updates_per_epoch=10)}
 
 
 @dataclasses.dataclass(frozen=True)
 class BraxPPOConfig:
     """Ours beside Brax's PPO trainer, alternated."""
 
+    case: str = "inverted_pendulum"
+    """The env and settings: a key of CASES."""
     brax_python: str = sys.executable
     """The python that runs Brax's trainer (default: this one; any with brax==0.14.2)."""
     rounds: int = 3
     """Alternations: runs per side."""
-    total_timesteps: int = 8 * BATCH
-    """Env steps per run: 1,310,720 (8 updates) by default, where Brax's trainer reaches 1000."""
+    total_timesteps: int | None = None
+    """Env steps per run (default: 8 updates, inverted_pendulum's 1,310,720, where Brax's trainer reaches 1000; or
+    Brax's fewest, brax_epochs x its updates an epoch, where more)."""
     brax_epochs: int = 4
     """Brax's training epochs per run (the first holds its compilation and is not timed); must divide the updates."""
     seed: int = 0
@@ -65,43 +109,51 @@ class BraxPPOConfig:
     """JSON lines file (default: experiments/results/brax/brax_ppo-<date>.jsonl)."""
 
 
-def run_ours(total: int, seed: int) -> dict:
+def run_ours(case: Case, total: int, seed: int) -> dict:
     """One of our runs in this process (`--worker`): its summary's figures."""
     from jaxrl_async.trainer.runtime import configure_cpu_runtime
 
     configure_cpu_runtime()
     from jaxrl_async.trainer.training import train
 
+    eval_interval = case.peer_updates_per_epoch if case.peer_updates_per_epoch > 1 else 0
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = dataclasses.replace(BRAX_SETTINGS, total_timesteps=total, seed=seed, eval_interval=0, checkpoint_interval=0,
-                                  eval_episodes=128, run_dir=os.path.join(tmp, "run"))
+        cfg = dataclasses.replace(case.settings(), total_timesteps=total, seed=seed, eval_interval=eval_interval,
+                                  checkpoint_interval=0, eval_episodes=case.eval_episodes,
+                                  run_dir=os.path.join(tmp, "run"))
         s = train(cfg, console=False).summary
     return {"side": "ours", "seed": seed, "env_steps": s["env_steps"], "steps_per_second": s["steps_per_second"],
             "compile_s": s["compile_s"], "wall_s": s["wall_s"], "final_return": s["final_eval_return_mean"]}
 
 
-def run_side(side: str, cfg: BraxPPOConfig, seed: int) -> dict:
+def run_side(side: str, cfg: BraxPPOConfig, total: int, seed: int) -> dict:
     if side == "ours":
-        command = [sys.executable, "-m", "benchmarks.brax_ppo", "--worker", str(cfg.total_timesteps), str(seed)]
+        command = [sys.executable, "-m", "benchmarks.brax_ppo", "--worker", cfg.case, str(total), str(seed)]
         prefix = "OURS "
     else:
-        command = [cfg.brax_python, os.path.join(HERE, "peers_brax.py"), "inverted_pendulum",
-                   str(cfg.total_timesteps), str(seed), str(cfg.brax_epochs)]
+        command = [cfg.brax_python, os.path.join(HERE, "peers_brax.py"), CASES[cfg.case].peer_preset,
+                   str(total), str(seed), str(cfg.brax_epochs)]
         prefix = "SUMMARY "
+    start = time.perf_counter()
     out = subprocess.run(command, capture_output=True, text=True, cwd=os.path.dirname(HERE))
     if out.returncode:
         raise RuntimeError(f"{side} failed ({' '.join(command)}):\n{out.stderr[-3000:]}")
-    return last_json(out.stdout, prefix)
+    return {**last_json(out.stdout, prefix), "process_s": time.perf_counter() - start}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--worker"]:
-        print("OURS " + json.dumps(run_ours(int(argv[1]), int(argv[2]))), flush=True)
+        print("OURS " + json.dumps(run_ours(CASES[argv[1]], int(argv[2]), int(argv[3]))), flush=True)
         return 0
     cfg = parse(BraxPPOConfig, argv, "python -m benchmarks.brax_ppo")
-    if cfg.total_timesteps % (BATCH * cfg.brax_epochs):
-        raise ValueError(f"total_timesteps={cfg.total_timesteps} must be a multiple of {BATCH} x brax_epochs="
+    if cfg.case not in CASES:
+        raise ValueError(f"case={cfg.case!r} is not one of {', '.join(CASES)}")
+    case = CASES[cfg.case]
+    per_epoch = case.batch * case.peer_updates_per_epoch
+    total = cfg.total_timesteps or max(8 * case.batch, cfg.brax_epochs * per_epoch)
+    if total % (per_epoch * cfg.brax_epochs):
+        raise ValueError(f"total_timesteps={total} must be a multiple of {per_epoch} x brax_epochs="
                          f"{cfg.brax_epochs}, so both sides train the same updates")
     out_path = cfg.out or os.path.join("experiments", "results", "brax",
                                        f"brax_ppo-{datetime.date.today().isoformat()}.jsonl")
@@ -109,16 +161,17 @@ def main(argv: list[str] | None = None) -> int:
     runs = {"ours": [], "brax": []}
     for round_ in range(cfg.rounds):
         for side in ("ours", "brax"):
-            row = {"round": round_, **run_side(side, cfg, cfg.seed + round_)}
+            row = {"round": round_, "case": cfg.case, **run_side(side, cfg, total, cfg.seed + round_)}
             runs[side].append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
             with open(out_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
     paired = statistics.median(o["steps_per_second"] / b["steps_per_second"] for o, b in zip(runs["ours"], runs["brax"]))
-    print(f"{'side':<6} {'steps/s (median)':>17} {'return (median)':>16} {'returns':>30}")
+    print(f"{'side':<6} {'steps/s (median)':>17} {'process s (median)':>19} {'return (median)':>16} {'returns':>30}")
     for side, rows in runs.items():
         returns = " ".join(f"{r['final_return']:.0f}" for r in rows)
         print(f"{side:<6} {statistics.median(r['steps_per_second'] for r in rows):>17,.0f} "
+              f"{statistics.median(r['process_s'] for r in rows):>19.1f} "
               f"{statistics.median(r['final_return'] for r in rows):>16.1f} {returns:>30}")
     print(f"ours / brax steps/s, paired median over {cfg.rounds} rounds: {paired:.2f}x  ({out_path})")
     return 0
