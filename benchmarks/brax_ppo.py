@@ -23,6 +23,11 @@ The cases (`CASES` below), at `--total-timesteps` env steps (default: 8 updates)
   norm 1 (Brax's trainer clips none: Adam's steps hardly see a global rescale). These are the
   env's preset (`jaxrl-async train --env brax:inverted_pendulum`).
 
+`ant_cpu128`, Brax's published ant settings (the notebook's: unroll 5, 32 minibatches, 4 epochs,
+discount 0.97, entropy 1e-2, reward x10, the positional backend) scaled to a CPU as docs/suites.md
+runs the `brax:ant` preset: 128 envs, 10,240 env steps an update (Brax: batch 64 x unroll 5 x 32
+minibatches, 16 unrolls an update; ours: 80 steps an env), Brax's networks both sides.
+
 `go1_cpu128`, Playground's Go1JoystickFlatTerrain at Playground's published locomotion settings
 scaled to a CPU as docs/suites.md runs them, MJX's JAX implementation both sides: 128 envs, 20,480
 env steps an update in 32 minibatches of 640 (Brax: batch 32 x unroll 20, 8 unrolls an update;
@@ -35,8 +40,8 @@ Figures: steps/s is training alone, no compilation, no evaluation (ours: summary
 the evaluation compiles beside; Brax: the env steps of its epochs after the first over their time,
 since its first epoch's call holds the compilation); process_s is each side's process, start to
 exit, no persistent compilation cache either side; the return is the final greedy evaluation (128
-episodes a side on the pendulum, 8 on Go1, where ours also evaluates after every 10 updates, as
-Brax's epochs do). `paired` is the median of each round's ours / Brax ratio.
+episodes a side on the pendulum, 8 on ant and Go1, where ours also evaluates after each Brax
+epoch's worth of updates, as Brax's trainer does). `paired` is the median of each round's ours / Brax ratio.
 """
 
 from __future__ import annotations
@@ -72,7 +77,10 @@ class Case:
     """Ours: the greedy evaluations' episodes (Brax's side: its preset's eval envs)."""
     peer_updates_per_epoch: int = 1
     """Brax's side: its fewest updates an epoch (Playground's `num_resets_per_eval` runs that many
-    training calls an epoch, the envs reset after each); ours evaluates as often where it is > 1."""
+    training calls an epoch, the envs reset after each)."""
+    evaluate_each_epoch: bool = False
+    """Ours evaluates after as many updates as Brax's epochs hold, as Brax's trainer does (else at
+    the end alone: the pendulum's rows, kept comparable with its earlier ones)."""
 
     def settings(self):
         return dataclasses.replace(config_for(self.env_id), **self.sizes)
@@ -84,8 +92,9 @@ class Case:
 
 
 CASES = {"inverted_pendulum": Case("brax:inverted_pendulum", {}, "inverted_pendulum", 128),
+         "ant_cpu128": Case("brax:ant", {"num_envs": 128, "num_steps": 80}, "ant_cpu128", 8, evaluate_each_epoch=True),
          "go1_cpu128": Case("playground:Go1JoystickFlatTerrain", {"num_envs": 128, "num_steps": 160}, "go1_cpu128", 8,
-                            peer_updates_per_epoch=10)}
+                            peer_updates_per_epoch=10, evaluate_each_epoch=True)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,14 +118,13 @@ class BraxPPOConfig:
     """JSON lines file (default: experiments/results/brax/brax_ppo-<date>.jsonl)."""
 
 
-def run_ours(case: Case, total: int, seed: int) -> dict:
+def run_ours(case: Case, total: int, seed: int, eval_interval: int) -> dict:
     """One of our runs in this process (`--worker`): its summary's figures."""
     from jaxrl_async.trainer.runtime import configure_cpu_runtime
 
     configure_cpu_runtime()
     from jaxrl_async.trainer.training import train
 
-    eval_interval = case.peer_updates_per_epoch if case.peer_updates_per_epoch > 1 else 0
     with tempfile.TemporaryDirectory() as tmp:
         cfg = dataclasses.replace(case.settings(), total_timesteps=total, seed=seed, eval_interval=eval_interval,
                                   checkpoint_interval=0, eval_episodes=case.eval_episodes,
@@ -128,7 +136,10 @@ def run_ours(case: Case, total: int, seed: int) -> dict:
 
 def run_side(side: str, cfg: BraxPPOConfig, total: int, seed: int) -> dict:
     if side == "ours":
-        command = [sys.executable, "-m", "benchmarks.brax_ppo", "--worker", cfg.case, str(total), str(seed)]
+        case = CASES[cfg.case]
+        eval_interval = total // case.batch // cfg.brax_epochs if case.evaluate_each_epoch else 0
+        command = [sys.executable, "-m", "benchmarks.brax_ppo", "--worker", cfg.case, str(total), str(seed),
+                   str(eval_interval)]
         prefix = "OURS "
     else:
         command = [cfg.brax_python, os.path.join(HERE, "peers_brax.py"), CASES[cfg.case].peer_preset,
@@ -144,7 +155,7 @@ def run_side(side: str, cfg: BraxPPOConfig, total: int, seed: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--worker"]:
-        print("OURS " + json.dumps(run_ours(CASES[argv[1]], int(argv[2]), int(argv[3]))), flush=True)
+        print("OURS " + json.dumps(run_ours(CASES[argv[1]], *map(int, argv[2:5]))), flush=True)
         return 0
     cfg = parse(BraxPPOConfig, argv, "python -m benchmarks.brax_ppo")
     if cfg.case not in CASES:

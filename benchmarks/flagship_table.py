@@ -3,7 +3,8 @@
     python -m benchmarks.flagship_table row WHO ENV SEED PROCESS_S RUN_DIR LOG   (the script calls it)
     python -m benchmarks.flagship_table RESULTS.jsonl
 
-A row: who (`ours` or `brax`: the suite's own trainer through benchmarks/peers_brax.py), env (the
+A row: who (`ours`, `ours-TAG` for a variant, or `brax`: the suite's own trainer through
+benchmarks/peers_brax.py), env (the
 script's phase), seed, process_s (the process, start to exit), steps_per_second (ours: the
 summary's, compile excluded; Brax's: its later epochs', as peers_brax.py gives it), final_return,
 and evals: [env steps, seconds since the run started, greedy return] at each evaluation (ours from
@@ -42,7 +43,7 @@ def brax_row(log: pathlib.Path) -> dict:
 
 
 def row(who: str, env: str, seed: str, process_s: str, run_dir: str, log: str) -> dict:
-    measured = ours_row(pathlib.Path(run_dir)) if who == "ours" else brax_row(pathlib.Path(log))
+    measured = ours_row(pathlib.Path(run_dir)) if who.startswith("ours") else brax_row(pathlib.Path(log))
     return {"who": who, "env": env, "seed": int(seed), "process_s": float(process_s), **measured}
 
 
@@ -65,7 +66,8 @@ def table(rows: list[dict]) -> str:
         done = [row for row in rows if row["env"] == env and "error" not in row]
         theirs = [row["final_return"] for row in done if row["who"] == "brax"]
         target = statistics.mean(theirs) if theirs else None
-        for who in ("ours", "brax"):
+        sides = dict.fromkeys(row["who"] for row in rows if row["env"] == env)
+        for who in sorted(sides, key=lambda who: (who == "brax", who)):  # ours and its variants, then Brax's
             side = [row for row in done if row["who"] == who]
             failed = sum(1 for row in rows if row["env"] == env and row["who"] == who and "error" in row)
             if not side and not failed:

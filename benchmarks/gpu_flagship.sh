@@ -9,7 +9,8 @@
 # 50M), cheetahrun (Playground's DM Control PPO, 60M), go1 (Playground's locomotion PPO, 200M).
 # Playground's tasks run MJX's JAX implementation on both sides (warp-lang is not carried).
 # SEEDS (default "0 1 2"), STEPS (each side's budget; default the published one) and OURS_FLAGS
-# (more flags of ours) change a run; EPOCHS is Brax's training epochs (default 9: 10 evaluations,
+# (more flags of ours, e.g. "--max-grad-norm 1.0", with OURS_TAG naming the variant) change a run,
+# SIDES (default "brax ours") which sides run; EPOCHS is Brax's training epochs (default 9: 10 evaluations,
 # and ours evaluates as often). A run is skipped once fewer than its phase's seconds are left
 # before DEADLINE (measure one run first: those seconds are guesses until then).
 # Results: one JSON line a run in $OUT/flagship.jsonl (benchmarks/flagship_table.py: who, env,
@@ -31,10 +32,12 @@ export PYTHONPATH=/tmp/site-ours:$R:/tmp/site-suites
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 run() {  # run WHO ENV SEED NEED: one run of one side, skipped when fewer than NEED seconds are left
-  local who=$1 env=$2 seed=$3 need=$4 tag=$1-$2-$3 started rc
+  local who=$1 env=$2 seed=$3 need=$4 started rc
+  [ $who = ours ] && [ -n "${OURS_TAG:-}" ] && who=ours-$OURS_TAG
+  local tag=$who-$env-$seed
   [ $(left) -lt $need ] && { echo "skip $tag ($(left)s left, $need wanted)"; return; }
   started=$(date +%s.%N)
-  if [ $who = ours ]; then
+  if [ $1 = ours ]; then
     rm -rf $W/$tag
     timeout $(( $(left) - 5 )) python3 -m jaxrl_async.cli train --env ${OURS_ENV[$env]} --seed $seed \
       ${STEPS:+--total-timesteps $STEPS} --eval-interval $(( (${UPDATES[$env]} + EPOCHS - 1) / EPOCHS )) --eval-episodes 16 \
@@ -72,8 +75,7 @@ for phase in ${@:-ant}; do
   [ -n "${PEER[$phase]:-}" ] || { echo "unknown phase $phase (${!PEER[*]})"; continue; }
   echo "== $phase, $(left)s left"
   for seed in $SEEDS; do
-    run brax $phase $seed ${NEED[$phase]}
-    run ours $phase $seed ${NEED[$phase]}
+    for side in ${SIDES:-brax ours}; do run $side $phase $seed ${NEED[$phase]}; done
   done
 done
 [ -f $OUT/flagship.jsonl ] && python3 -m benchmarks.flagship_table $OUT/flagship.jsonl

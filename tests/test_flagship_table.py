@@ -38,7 +38,8 @@ def test_the_target_is_the_suite_trainers_mean_final_return():
 
     rows = [run("brax", 0, 100.0, [[1, 5.0, 100.0]]), run("brax", 1, 200.0, [[1, 6.0, 150.0], [2, 9.0, 200.0]]),
             run("ours", 0, 300.0, [[1, 4.0, 149.0], [2, 8.0, 150.0]]), run("ours", 1, 120.0, [[1, 4.0, 120.0]]),
-            {"who": "ours", "env": "ant", "seed": 2, "error": 124, "process_s": 1.0}]
+            {"who": "ours", "env": "ant", "seed": 2, "error": 124, "process_s": 1.0},
+            run("ours-clip1", 0, 160.0, [[1, 7.0, 160.0]])]
     assert flagship_table.seconds_to(rows[2]["evals"], 150.0) == 8.0
     assert flagship_table.seconds_to(rows[3]["evals"], 150.0) is None
     lines = flagship_table.table(rows).splitlines()
@@ -47,3 +48,6 @@ def test_the_target_is_the_suite_trainers_mean_final_return():
     # target 150: ours' seed 0 at its 8 s evaluation, seed 1 never; Brax's seed 0 never, seed 1 at 6 s
     assert ours == "| ant | ours | 2 (1 failed) | 210.0 ± 127.3 (300, 120) | 100.0 ± 0.0 | 10.5 ± 0.7 | 8, - |"
     assert brax == "| ant | brax | 2 | 150.0 ± 70.7 (100, 200) | 100.0 ± 0.0 | 10.5 ± 0.7 | -, 6 |"
+    # a variant of ours has its own line, before Brax's
+    sides = [line.split(" | ")[1] for line in lines if line.startswith("| ant |")]
+    assert sides == ["ours", "ours-clip1", "brax"]
