@@ -92,6 +92,14 @@ def test_bad_keywords_name_the_fix(kwargs, message):
         make_suite_env(CARTPOLE, **kwargs)
 
 
+def test_warp_without_warp_lang_is_refused_naming_both_fixes(monkeypatch):
+    monkeypatch.setattr(playground, "WARP_MODULE", "warp_lang_not_installed")  # as without warp-lang
+    with pytest.raises(ValueError, match=r"playground:CartpoleBalance runs MJX's warp implementation \(impl=warp\), "
+                                         r"and warp-lang is not installed: pip install warp-lang.*--env-kwargs impl=jax"):
+        playground.make("CartpoleBalance", impl="warp")
+    assert playground.make("CartpoleBalance", impl="jax").unwrapped_suite_env.mjx_model.impl.value == "jax"
+
+
 def test_spaces_time_limit_and_cpu_impl():
     env = make_suite_env(CARTPOLE)
     assert env.action_space().shape == (1,) and float(env.action_space().low) == -1.0

@@ -6,7 +6,8 @@
   DM Control Suite), a truncation bootstrapped from the final observation;
 - `impl`: MJX's implementation, `jax` or `warp`, or `auto` (the default): `jax` on the CPU,
   where Playground's default `warp` kernels compile for the CPU but step many times slower
-  (docs/suites.md, playground), the env config's own elsewhere;
+  (docs/suites.md, playground), the env config's own elsewhere (`warp` for the envs here; without
+  warp-lang installed the env is refused, naming both fixes);
 - `auto_reset`: `full` (the default: a fresh reset for every episode, run only for the envs whose
   episode ended, `autoreset.reset_where`) or `cached` (each env restarts from the state its first
   reset drew, as Playground's `wrap_for_brax_training` does); a Playground reset (`mjx.forward` on
@@ -40,6 +41,7 @@ from mujoco_playground import dm_control_suite, locomotion, registry
 from jaxrl_async.envs.suites.brax_api import BraxApiEnv, MujocoFrames
 
 IMPLS = ("auto", "jax", "warp")
+WARP_MODULE = "warp"  # warp-lang's module, which MJX's warp implementation imports
 # what Playground's `render` (`mjx_env.render_array`) copies from a state's MJX data into MuJoCo's
 FRAMES = MujocoFrames(
     select=lambda state: {name: getattr(state.data, name)
@@ -115,8 +117,14 @@ def make(env_id: str, episode_length: int | None = None, impl: str = "auto", aut
     if impl not in IMPLS:
         raise ValueError(f"impl={impl!r} must be one of {', '.join(IMPLS)} (auto: jax on the CPU, the config's own "
                          "elsewhere)")
+    chosen = impl
     if impl == "auto":
         impl = "jax" if jax.default_backend() == "cpu" else config.get("impl", "jax")
+    if impl == "warp" and importlib.util.find_spec(WARP_MODULE) is None:  # MJX would fail at the env's load
+        why = "impl=warp" if chosen == "warp" else f"impl=auto: the env config's own on {jax.default_backend()}"
+        raise ValueError(f"playground:{env_id} runs MJX's warp implementation ({why}), and warp-lang is not "
+                         "installed: pip install warp-lang (a dependency of Playground's), or --env-kwargs impl=jax "
+                         "for MJX's JAX implementation")
     if "impl" in config:
         config_overrides["impl"] = impl
     if episode_length is not None:
