@@ -27,6 +27,8 @@ The cases (`CASES` below), at `--total-timesteps` env steps (default: 8 updates)
 discount 0.97, entropy 1e-2, reward x10, the positional backend) scaled to a CPU as docs/suites.md
 runs the `brax:ant` preset: 128 envs, 10,240 env steps an update (Brax: batch 64 x unroll 5 x 32
 minibatches, 16 unrolls an update; ours: 80 steps an env), Brax's networks both sides.
+`humanoid_cpu128` likewise, the notebook's humanoid (unroll 10, 8 epochs, entropy 1e-3, reward x0.1)
+at 128 envs: 20,480 env steps an update (Brax: batch 64 x unroll 10 x 32; ours: 160 steps an env).
 
 `go1_cpu128`, Playground's Go1JoystickFlatTerrain at Playground's published locomotion settings
 scaled to a CPU as docs/suites.md runs them, MJX's JAX implementation both sides: 128 envs, 20,480
@@ -93,6 +95,8 @@ class Case:
 
 CASES = {"inverted_pendulum": Case("brax:inverted_pendulum", {}, "inverted_pendulum", 128),
          "ant_cpu128": Case("brax:ant", {"num_envs": 128, "num_steps": 80}, "ant_cpu128", 8, evaluate_each_epoch=True),
+         "humanoid_cpu128": Case("brax:humanoid", {"num_envs": 128, "num_steps": 160}, "humanoid_cpu128", 8,
+                                 evaluate_each_epoch=True),
          "go1_cpu128": Case("playground:Go1JoystickFlatTerrain", {"num_envs": 128, "num_steps": 160}, "go1_cpu128", 8,
                             peer_updates_per_epoch=10, evaluate_each_epoch=True)}
 

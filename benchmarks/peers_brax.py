@@ -88,6 +88,9 @@ PRESETS = {
     # update, batch 64 x unroll 5 x 32 minibatches, 8 evaluation episodes
     "ant_cpu128": _notebook("ant", "positional", unroll_length=5, num_updates_per_batch=4, discounting=0.97,
                             entropy_cost=1e-2, num_envs=128, batch_size=64, reward_scaling=10, num_eval_envs=8),
+    # humanoid likewise (`--num-envs 128 --num-steps 160`): 20,480 env steps an update, batch 64 x unroll 10 x 32
+    "humanoid_cpu128": _notebook("humanoid", "positional", unroll_length=10, num_updates_per_batch=8, discounting=0.97,
+                                 entropy_cost=1e-3, num_envs=128, batch_size=64, reward_scaling=0.1, num_eval_envs=8),
     "halfcheetah": _notebook("halfcheetah", "positional", unroll_length=20, num_updates_per_batch=8,
                              discounting=0.95, entropy_cost=1e-3, num_envs=2048, batch_size=512, reward_scaling=1),
     # the notebook's SAC for hopper and walker2d (our presets `brax:hopper`, `brax:walker2d`), on the
