@@ -90,7 +90,7 @@ class Case:
     @property
     def batch(self) -> int:
         """Env steps an update, both sides."""
-        return self.settings().num_envs * self.settings().num_steps
+        return self.settings().batch_size
 
 
 CASES = {"inverted_pendulum": Case("brax:inverted_pendulum", {}, "inverted_pendulum", 128),

@@ -52,6 +52,10 @@ def seconds_to(evals: list, target: float) -> float | None:
     return next((seconds for _, seconds, value in evals if value >= target), None)
 
 
+def _seconds(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.0f}"
+
+
 def _spread(values: list[float]) -> str:
     if not values:
         return "-"
@@ -73,8 +77,7 @@ def table(rows: list[dict]) -> str:
             if not side and not failed:
                 continue
             finals = [row["final_return"] for row in side]
-            reached = ("-" if target is None else
-                       ", ".join("-" if (s := seconds_to(row["evals"], target)) is None else f"{s:.0f}" for row in side))
+            reached = "-" if target is None else ", ".join(_seconds(seconds_to(row["evals"], target)) for row in side)
             lines.append(f"| {env} | {who} | {len(side)}{f' ({failed} failed)' if failed else ''} | "
                          f"{_spread(finals)} ({', '.join(f'{v:.0f}' for v in finals)}) | "
                          f"{_spread([row['steps_per_second'] for row in side])} | "

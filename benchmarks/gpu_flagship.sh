@@ -36,15 +36,19 @@ run() {  # run WHO ENV SEED NEED: one run of one side, skipped when fewer than N
   [ $who = ours ] && [ -n "${OURS_TAG:-}" ] && who=ours-$OURS_TAG
   local tag=$who-$env-$seed
   [ $(left) -lt $need ] && { echo "skip $tag ($(left)s left, $need wanted)"; return; }
+  # the budget (STEPS, else our preset's, the published one) and our updates in it, from the preset
+  local budget updates
+  read budget updates < <(python3 -c "from jaxrl_async.trainer.presets import config_for
+c = config_for('${OURS_ENV[$env]%% *}'); total = ${STEPS:-c.total_timesteps}; print(total, total // c.batch_size)")
   started=$(date +%s.%N)
   if [ $1 = ours ]; then
     rm -rf $W/$tag
     timeout $(( $(left) - 5 )) python3 -m jaxrl_async.cli train --env ${OURS_ENV[$env]} --seed $seed \
-      ${STEPS:+--total-timesteps $STEPS} --eval-interval $(( (${UPDATES[$env]} + EPOCHS - 1) / EPOCHS )) --eval-episodes 16 \
+      --total-timesteps $budget --eval-interval $(( (updates + EPOCHS - 1) / EPOCHS )) --eval-episodes 16 \
       --checkpoint-interval 0 --compilation-cache off --run-dir $W/$tag ${OURS_FLAGS:-} > $OUT/logs/$tag.log 2>&1
     rc=$?; [ $rc = 0 ] && cp $W/$tag/metrics.jsonl $OUT/logs/$tag.metrics.jsonl
   else
-    timeout $(( $(left) - 5 )) python3 benchmarks/peers_brax.py ${PEER[$env]} ${STEPS:-${BUDGET[$env]}} $seed $EPOCHS \
+    timeout $(( $(left) - 5 )) python3 benchmarks/peers_brax.py ${PEER[$env]} $budget $seed $EPOCHS \
       > $OUT/logs/$tag.log 2>&1
     rc=$?
   fi
@@ -58,17 +62,13 @@ run() {  # run WHO ENV SEED NEED: one run of one side, skipped when fewer than N
   echo "$tag: $(tail -1 $OUT/flagship.jsonl | cut -c1-200); $(left)s left"
 }
 
-# each phase: our env id, the peer's preset, the published budget, our updates in it (for as many
-# evaluations as Brax's epochs) and a guess of one run's seconds on an H200
+# each phase: our env id (its preset holds the published budget), the peer's preset, and a guess of
+# one run's seconds on an H200
 declare -A OURS_ENV=([pendulum]=brax:inverted_pendulum [ant]=brax:ant [humanoid]=brax:humanoid
   [halfcheetah]=brax:halfcheetah [cheetahrun]="playground:CheetahRun --env-kwargs impl=jax"
   [go1]="playground:Go1JoystickFlatTerrain --env-kwargs impl=jax")
 declare -A PEER=([pendulum]=inverted_pendulum [ant]=ant [humanoid]=humanoid [halfcheetah]=halfcheetah
   [cheetahrun]=cheetahrun [go1]=go1)
-declare -A BUDGET=([pendulum]=1310720 [ant]=50000000 [humanoid]=50000000 [halfcheetah]=50000000
-  [cheetahrun]=60000000 [go1]=200000000)
-# env steps an update: 2048x80, 4096x80, 2048x160, 2048x160, 2048x480, 8192x20
-declare -A UPDATES=([pendulum]=8 [ant]=152 [humanoid]=152 [halfcheetah]=152 [cheetahrun]=61 [go1]=1220)
 declare -A NEED=([pendulum]=120 [ant]=150 [humanoid]=240 [halfcheetah]=200 [cheetahrun]=400 [go1]=500)
 
 for phase in ${@:-ant}; do

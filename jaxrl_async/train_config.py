@@ -56,8 +56,8 @@ class LearnerSpec:
 RESUME_FIXED_FIELDS = ("env", "env_kwargs", "algo", "num_envs", "num_steps", "num_seeds", "seed", "normalize_obs",
                        "action_noise_correlation",
                        "network.hidden_sizes", "network.policy_hidden_sizes", "network.value_hidden_sizes",
-                       "network.policy_obs_key", "network.value_obs_key", "network.action_dist", "network.activation", "network.torso", "network.core",
-                       "network.core_size", "replay.replay_capacity")
+                       "network.policy_obs_key", "network.value_obs_key", "network.action_dist", "network.activation",
+                       "network.torso", "network.core", "network.core_size", "replay.replay_capacity")
 
 
 def _lookup(data: dict, dotted: str):

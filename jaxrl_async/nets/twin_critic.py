@@ -16,8 +16,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from jaxrl_async.config import NetworkConfig
-from jaxrl_async.nets.actor_critic import MLPTorso
-from jaxrl_async.nets.actor_critic import flat_observations
+from jaxrl_async.nets.actor_critic import MLPTorso, flat_observations
 from jaxrl_async.nets.orthogonal import orthogonal
 
 
