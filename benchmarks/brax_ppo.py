@@ -29,6 +29,13 @@ runs the `brax:ant` preset: 128 envs, 10,240 env steps an update (Brax: batch 64
 minibatches, 16 unrolls an update; ours: 80 steps an env), Brax's networks both sides.
 `humanoid_cpu128` likewise, the notebook's humanoid (unroll 10, 8 epochs, entropy 1e-3, reward x0.1)
 at 128 envs: 20,480 env steps an update (Brax: batch 64 x unroll 10 x 32; ours: 160 steps an env).
+`halfcheetah_cpu128` the notebook's halfcheetah (unroll 20, 8 epochs, discount 0.95, entropy 1e-3) at
+128 envs: 20,480 env steps an update (Brax: batch 32 x unroll 20 x 32; ours: 160 steps an env).
+
+`cheetahrun_cpu128`, Playground's CheetahRun at its published DM Control settings (unroll 30, 32
+minibatches, 16 epochs, discount 0.995, Adam 1e-3, entropy 1e-2, reward x10) at 128 envs: 30,720
+env steps an update (Brax: batch 32 x unroll 30 x 32; ours: 240 steps an env), MJX's JAX
+implementation both sides, Playground's `num_resets_per_eval` 10 on its side (as Go1's below).
 
 `go1_cpu128`, Playground's Go1JoystickFlatTerrain at Playground's published locomotion settings
 scaled to a CPU as docs/suites.md runs them, MJX's JAX implementation both sides: 128 envs, 20,480
@@ -42,7 +49,7 @@ Figures: steps/s is training alone, no compilation, no evaluation (ours: summary
 the evaluation compiles beside; Brax: the env steps of its epochs after the first over their time,
 since its first epoch's call holds the compilation); process_s is each side's process, start to
 exit, no persistent compilation cache either side; the return is the final greedy evaluation (128
-episodes a side on the pendulum, 8 on ant and Go1, where ours also evaluates after each Brax
+episodes a side on the pendulum, 8 on the others, where ours also evaluates after each Brax
 epoch's worth of updates, as Brax's trainer does). `paired` is the median of each round's ours / Brax ratio.
 """
 
@@ -97,6 +104,10 @@ CASES = {"inverted_pendulum": Case("brax:inverted_pendulum", {}, "inverted_pendu
          "ant_cpu128": Case("brax:ant", {"num_envs": 128, "num_steps": 80}, "ant_cpu128", 8, evaluate_each_epoch=True),
          "humanoid_cpu128": Case("brax:humanoid", {"num_envs": 128, "num_steps": 160}, "humanoid_cpu128", 8,
                                  evaluate_each_epoch=True),
+         "halfcheetah_cpu128": Case("brax:halfcheetah", {"num_envs": 128, "num_steps": 160}, "halfcheetah_cpu128", 8,
+                                    evaluate_each_epoch=True),
+         "cheetahrun_cpu128": Case("playground:CheetahRun", {"num_envs": 128, "num_steps": 240}, "cheetahrun_cpu128", 8,
+                                   peer_updates_per_epoch=10, evaluate_each_epoch=True),
          "go1_cpu128": Case("playground:Go1JoystickFlatTerrain", {"num_envs": 128, "num_steps": 160}, "go1_cpu128", 8,
                             peer_updates_per_epoch=10, evaluate_each_epoch=True)}
 

@@ -93,6 +93,10 @@ PRESETS = {
                                  entropy_cost=1e-3, num_envs=128, batch_size=64, reward_scaling=0.1, num_eval_envs=8),
     "halfcheetah": _notebook("halfcheetah", "positional", unroll_length=20, num_updates_per_batch=8,
                              discounting=0.95, entropy_cost=1e-3, num_envs=2048, batch_size=512, reward_scaling=1),
+    # halfcheetah likewise (`--num-envs 128 --num-steps 160`): 20,480 env steps an update, batch 32 x unroll 20 x 32
+    "halfcheetah_cpu128": _notebook("halfcheetah", "positional", unroll_length=20, num_updates_per_batch=8,
+                                    discounting=0.95, entropy_cost=1e-3, num_envs=128, batch_size=32, reward_scaling=1,
+                                    num_eval_envs=8),
     # the notebook's SAC for hopper and walker2d (our presets `brax:hopper`, `brax:walker2d`), on the
     # same `positional` backend as ours
     "hopper_sac": _notebook_sac("hopper", reward_scaling=30, batch_size=512, grad_updates_per_step=64),
@@ -104,6 +108,9 @@ PRESETS = {
     "go1_cpu128": _playground("Go1JoystickFlatTerrain", num_envs=128, batch_size=32, num_eval_envs=8),
     # Playground's DM Control CheetahRun (our preset `playground:CheetahRun`), as published: 2048 envs, 60M steps
     "cheetahrun": _playground("CheetahRun"),
+    # scaled to a CPU as our preset with `--num-envs 128 --num-steps 240`: 30,720 env steps an update in 32
+    # minibatches of 960 (batch 32 x unroll 30), 8 evaluation episodes
+    "cheetahrun_cpu128": _playground("CheetahRun", num_envs=128, batch_size=32, num_eval_envs=8),
 }
 
 
@@ -126,28 +133,36 @@ def _warp_steps_fast() -> bool:
     return jax.default_backend() != "cpu" and importlib.util.find_spec("warp") is not None
 
 
-def _playground_case(cfg: dict) -> tuple:
-    """(env, train kwargs) of a Playground preset, as Playground's training script makes them."""
-    import functools
-
-    from brax.training.agents.ppo import networks as ppo_networks
-    from etils import epath
-    from mujoco_playground import locomotion, registry, wrapper
-    from mujoco_playground._src import mjx_env
+def playground_params(cfg: dict) -> tuple:
+    """(train kwargs, network kwargs) of a Playground preset: Playground's published params for its env
+    (`locomotion_params` or `dm_control_suite_params`), the preset's `train` over them."""
+    from mujoco_playground import locomotion
     from mujoco_playground.config import dm_control_suite_params, locomotion_params
 
-    copy = _wheel_menagerie()
-    if not mjx_env.MENAGERIE_PATH.exists() and copy is not None:
-        mjx_env.MENAGERIE_PATH = epath.Path(copy)  # Playground would clone the Menagerie from GitHub
     name = cfg["env"]["env_name"]
     published = locomotion_params if name in locomotion.ALL_ENVS else dm_control_suite_params
     params = published.brax_ppo_config(name).to_dict()
     network = params.pop("network_factory", {})  # the DM Control tasks take Brax's default networks
     for run_length in ("num_timesteps", "num_evals"):  # this runner's arguments
         params.pop(run_length)
-    params.update(cfg["train"])
+    return {**params, **cfg["train"]}, network
+
+
+def _playground_case(cfg: dict) -> tuple:
+    """(env, train kwargs) of a Playground preset, as Playground's training script makes them."""
+    import functools
+
+    from brax.training.agents.ppo import networks as ppo_networks
+    from etils import epath
+    from mujoco_playground import registry, wrapper
+    from mujoco_playground._src import mjx_env
+
+    copy = _wheel_menagerie()
+    if not mjx_env.MENAGERIE_PATH.exists() and copy is not None:
+        mjx_env.MENAGERIE_PATH = epath.Path(copy)  # Playground would clone the Menagerie from GitHub
+    params, network = playground_params(cfg)
     overrides = {} if _warp_steps_fast() else {"impl": "jax"}
-    env = registry.load(name, config_overrides=overrides)
+    env = registry.load(cfg["env"]["env_name"], config_overrides=overrides)
     return env, dict(params, network_factory=functools.partial(ppo_networks.make_ppo_networks, **network),
                      wrap_env_fn=wrapper.wrap_for_brax_training)
 
