@@ -17,11 +17,12 @@ default), MJX's warp implementation only on an accelerator with warp-lang instal
 one). Its locomotion robots come from EnvPool's asset wheels where Playground's own Menagerie
 checkout is absent (no run clones it).
 
-Brax's trainer runs `num_evals - 1` training epochs, each one jitted call of equal size,
-evaluating after each (128 envs, one episode each, greedy here). The first epoch pays the
-compilation, so `steps_per_second` is the env steps of the later epochs over their time
-(Brax's own `training/sps`, which times the epoch's call and nothing else); `final_return` is
-the last evaluation's mean return. One JSON line per epoch, then a SUMMARY line.
+Brax's trainer runs `num_evals - 1` training epochs, each one jitted call of equal size (or,
+with Playground's `num_resets_per_eval`, that many calls, the envs reset after each), evaluating
+after each epoch (128 envs, one episode each, greedy here). The first epoch pays the compilation,
+so `steps_per_second` is the env steps of the later epochs over their training time (Brax's
+`training/walltime`, which times the training calls and nothing else); `final_return` is the last
+evaluation's mean return. One JSON line per epoch, then a SUMMARY line.
 """
 import json
 import statistics
@@ -34,9 +35,16 @@ import numpy as np
 
 def _device_put_replicated(tree, devices):
     """`jax.device_put_replicated` as jax < 0.10 had it, which Brax 0.14.2's trainers call: each leaf
-    stacked once per device on a new leading axis, that axis laid over `devices` (what `pmap` takes)."""
-    sharding = jax.sharding.NamedSharding(jax.sharding.Mesh(np.asarray(devices), ("devices",)),
-                                          jax.sharding.PartitionSpec("devices"))
+    stacked once per device on a new leading axis, that axis laid over `devices` (what `pmap` takes).
+
+    The mesh axis takes the name of the trainers' pmap axis. This jax's pmap returns its outputs laid
+    over a mesh axis of that name, and it compiles again for inputs laid over any other: with another
+    name, the trainer's second training call (the state the first returned) and its second evaluation
+    each compiled their program a second time."""
+    from brax.training.agents.ppo.train import _PMAP_AXIS_NAME  # the SAC trainer's is the same
+
+    sharding = jax.sharding.NamedSharding(jax.sharding.Mesh(np.asarray(devices), (_PMAP_AXIS_NAME,)),
+                                          jax.sharding.PartitionSpec(_PMAP_AXIS_NAME))
     return jax.tree.map(lambda x: jax.device_put(np.stack([np.asarray(x)] * len(devices)), sharding), tree)
 
 
@@ -181,8 +189,14 @@ def main(argv):
 
     def progress(step, metrics):
         if "training/sps" in metrics:  # not the evaluation before training
-            epoch_rows.append({"env_steps": int(step), "sps": float(metrics["training/sps"]),
-                               "epoch_s": float(metrics["training/walltime"]),
+            # training/walltime is cumulative: an epoch's own time is its difference. Brax's own
+            # training/sps is not used: where Playground's num_resets_per_eval runs several training
+            # calls an epoch, it divides all their env steps by the last call's time alone.
+            epoch_s = float(metrics["training/walltime"])
+            steps = int(step) - (epoch_rows[-1]["env_steps"] if epoch_rows else 0)
+            epoch_rows.append({"env_steps": int(step),
+                               "sps": steps / (epoch_s - (epoch_rows[-1]["epoch_s"] if epoch_rows else 0.0)),
+                               "epoch_s": epoch_s,
                                "wall_s": time.perf_counter() - start,  # since the trainer was called
                                "eval_return": float(metrics["eval/episode_reward"])})
             print(json.dumps(epoch_rows[-1]), flush=True)
@@ -192,15 +206,13 @@ def main(argv):
     TRAINERS[cfg["trainer"]](environment=env, num_timesteps=total, seed=seed, num_evals=epochs + 1,
                              deterministic_eval=True, progress_fn=progress, **train)
     wall_s = time.perf_counter() - start
-    later = epoch_rows[1:]
-    steps_per_epoch = later[0]["env_steps"] - epoch_rows[0]["env_steps"]
-    # training/walltime is cumulative: each later epoch's own time is its difference
-    epoch_times = [b["epoch_s"] - a["epoch_s"] for a, b in zip(epoch_rows, epoch_rows[1:])]
+    first, later = epoch_rows[0], epoch_rows[1:]
+    later_s = epoch_rows[-1]["epoch_s"] - first["epoch_s"]
     print("SUMMARY", json.dumps({
         "side": "brax", "preset": preset, "seed": seed, "env_steps": epoch_rows[-1]["env_steps"],
-        "steps_per_second": len(later) * steps_per_epoch / sum(epoch_times),
+        "steps_per_second": (epoch_rows[-1]["env_steps"] - first["env_steps"]) / later_s,
         "epoch_sps": [round(row["sps"]) for row in epoch_rows],
-        "compile_and_first_epoch_s": epoch_rows[0]["epoch_s"],
+        "compile_and_first_epoch_s": first["epoch_s"],
         "final_return": float(last["eval/episode_reward"]), "wall_s": wall_s,
         "median_later_sps": statistics.median(row["sps"] for row in later),
         "config": cfg, "train": {k: v for k, v in train.items() if isinstance(v, (int, float, str, bool))},
