@@ -39,8 +39,8 @@ def _device_put_replicated(tree, devices):
 
     The mesh axis takes the name of the trainers' pmap axis. This jax's pmap returns its outputs laid
     over a mesh axis of that name, and it compiles again for inputs laid over any other: with another
-    name, the trainer's second training call (the state the first returned) and its second evaluation
-    each compiled their program a second time."""
+    name, the trainer's second training call (the state the first returned) compiled the training
+    program a second time."""
     from brax.training.agents.ppo.train import _PMAP_AXIS_NAME  # the SAC trainer's is the same
 
     sharding = jax.sharding.NamedSharding(jax.sharding.Mesh(np.asarray(devices), (_PMAP_AXIS_NAME,)),
