@@ -193,9 +193,9 @@ def main(argv):
             # training/sps is not used: where Playground's num_resets_per_eval runs several training
             # calls an epoch, it divides all their env steps by the last call's time alone.
             epoch_s = float(metrics["training/walltime"])
-            steps = int(step) - (epoch_rows[-1]["env_steps"] if epoch_rows else 0)
+            before = epoch_rows[-1] if epoch_rows else {"env_steps": 0, "epoch_s": 0.0}
             epoch_rows.append({"env_steps": int(step),
-                               "sps": steps / (epoch_s - (epoch_rows[-1]["epoch_s"] if epoch_rows else 0.0)),
+                               "sps": (int(step) - before["env_steps"]) / (epoch_s - before["epoch_s"]),
                                "epoch_s": epoch_s,
                                "wall_s": time.perf_counter() - start,  # since the trainer was called
                                "eval_return": float(metrics["eval/episode_reward"])})
