@@ -140,12 +140,14 @@ def make_sac(cfg, replay_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_upd
                                  log_temperature=log_temperature)
             opt_state = dict(actor=actor_opt, critic=critic_opt, temperature=temperature_opt)
             # `loss` and `grad_norm`, which every learner reports (the divergence check reads them):
-            # the critics' and the actor's together
+            # the critics' and the actor's together. The joint norm comes from the two that the
+            # optimiser's clipping computes already: a norm over both trees would lay every gradient
+            # end to end once more, a copy of all the params at each gradient step
+            critic_grad_norm, actor_grad_norm = global_norm(critic_grads), global_norm(actor_grads)
             metrics = {**metrics, "loss": metrics["critic_loss"] + loss_pi,
-                       "grad_norm": global_norm((critic_grads, actor_grads)), "actor_loss": loss_pi,
+                       "grad_norm": jnp.sqrt(critic_grad_norm**2 + actor_grad_norm**2), "actor_loss": loss_pi,
                        "entropy": -jnp.mean(log_prob), "temperature": temperature,
-                       "critic_grad_norm": global_norm(critic_grads),
-                       "actor_grad_norm": global_norm(actor_grads)}
+                       "critic_grad_norm": critic_grad_norm, "actor_grad_norm": actor_grad_norm}
             return carry.after(view, actor=actor, nets=critics, opt_state=opt_state), metrics
 
         return gradient_step
