@@ -37,8 +37,8 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl_async.algorithms.replay.actor_critic import (StepCarry, actor_step, apply_gradients, at_precision,
-                                                        critic_step, make_replay_actor_critic, sample_batch,
-                                                        twin_critic_loss)
+                                                        critic_step, grad_norm_metrics, make_replay_actor_critic,
+                                                        sample_batch, twin_critic_loss)
 from jaxrl_async.algorithms.replay.learner import UpdateStart, host_hooks, polyak
 from jaxrl_async.core.optimizer import global_norm, make_optimizer
 from jaxrl_async.nets.actor_critic import Policy
@@ -140,14 +140,10 @@ def make_sac(cfg, replay_cfg, sac_cfg, policy: Policy, nets: SACNets, *, num_upd
                                  log_temperature=log_temperature)
             opt_state = dict(actor=actor_opt, critic=critic_opt, temperature=temperature_opt)
             # `loss` and `grad_norm`, which every learner reports (the divergence check reads them):
-            # the critics' and the actor's together. The joint norm comes from the two that the
-            # optimiser's clipping computes already: a norm over both trees would lay every gradient
-            # end to end once more, a copy of all the params at each gradient step
-            critic_grad_norm, actor_grad_norm = global_norm(critic_grads), global_norm(actor_grads)
-            metrics = {**metrics, "loss": metrics["critic_loss"] + loss_pi,
-                       "grad_norm": jnp.sqrt(critic_grad_norm**2 + actor_grad_norm**2), "actor_loss": loss_pi,
+            # the critics' and the actor's together
+            metrics = {**metrics, "loss": metrics["critic_loss"] + loss_pi, "actor_loss": loss_pi,
                        "entropy": -jnp.mean(log_prob), "temperature": temperature,
-                       "critic_grad_norm": critic_grad_norm, "actor_grad_norm": actor_grad_norm}
+                       **grad_norm_metrics(global_norm(critic_grads), global_norm(actor_grads))}
             return carry.after(view, actor=actor, nets=critics, opt_state=opt_state), metrics
 
         return gradient_step

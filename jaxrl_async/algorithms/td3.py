@@ -48,7 +48,8 @@ import numpy as np
 from flax import struct
 
 from jaxrl_async.algorithms.replay.actor_critic import (StepCarry, actor_step, at_precision, critic_step,
-                                                        make_replay_actor_critic, sample_batch, twin_critic_loss)
+                                                        grad_norm_metrics, make_replay_actor_critic, sample_batch,
+                                                        twin_critic_loss)
 from jaxrl_async.algorithms.replay.learner import UpdateStart, host_hooks, polyak
 from jaxrl_async.core.optimizer import global_norm, make_optimizer
 from jaxrl_async.nets.actor_critic import Policy
@@ -151,10 +152,8 @@ def make_td3(cfg, replay_cfg, td3_cfg, policy: Policy, nets: TD3Nets, *, num_upd
             opt_state = dict(actor=actor_opt, critic=critic_opt)
             # `loss` and `grad_norm`, which every learner reports (the divergence check reads them):
             # the critics' and the actor's together
-            critic_grad_norm = global_norm(critic_grads)
-            metrics = {**metrics, "loss": metrics["critic_loss"] + loss_pi,
-                       "grad_norm": jnp.sqrt(critic_grad_norm**2 + actor_grad_norm**2), "actor_loss": loss_pi,
-                       "critic_grad_norm": critic_grad_norm, "actor_grad_norm": actor_grad_norm,
+            metrics = {**metrics, "loss": metrics["critic_loss"] + loss_pi, "actor_loss": loss_pi,
+                       **grad_norm_metrics(global_norm(critic_grads), actor_grad_norm),
                        "actor_updates": delayed.astype(jnp.float32)}
             return carry.after(view, actor=actor, nets=targets, opt_state=opt_state), metrics
 
