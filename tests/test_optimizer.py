@@ -6,7 +6,7 @@ import numpy as np
 import optax
 import pytest
 
-from jaxrl_async.core.optimizer import clip_by_global_norm, global_norm, make_optimizer
+from jaxrl_async.core.optimizer import CONCATENATE_AT_MOST, clip_by_global_norm, global_norm, make_optimizer
 
 
 def grads(scale: float, seed: int = 0) -> dict:
@@ -27,6 +27,21 @@ def test_global_norm_is_the_norm_of_every_leaf_together():
     one = jnp.array([3.0, 4.0])
     assert float(global_norm(one)) == 5.0  # a single leaf, and a tree with one leaf
     assert float(global_norm({"only": one})) == 5.0
+
+
+def primitives(fn, *args) -> set[str]:
+    return {eqn.primitive.name for eqn in jax.make_jaxpr(fn)(*args).eqns}
+
+
+def test_a_large_tree_is_reduced_leaf_by_leaf_to_the_same_norm():
+    """Above CONCATENATE_AT_MOST entries the leaves are not laid end to end (that copies every
+    gradient at each step); a small tree's are, in one reduction. The norm is NumPy's either way."""
+    keys = jax.random.split(jax.random.PRNGKey(3), 2)
+    large = {"kernel": jax.random.normal(keys[0], (256, 256)), "bias": jax.random.normal(keys[1], (256,))}
+    assert sum(leaf.size for leaf in jax.tree.leaves(large)) > CONCATENATE_AT_MOST
+    np.testing.assert_allclose(jax.jit(global_norm)(large), numpy_norm(large), rtol=1e-6)
+    assert "concatenate" not in primitives(global_norm, large)
+    assert "concatenate" in primitives(global_norm, grads(1.0))
 
 
 def test_below_the_bound_updates_pass_unchanged():

@@ -4,11 +4,15 @@ The step size is applied by `sgd_step` rather than inside optax, so it can be an
 and swept (vmapped) as an array. (Running the optimiser on the params raveled into one
 vector was measured slower end to end on the CPU, so it runs leaf by leaf.)
 
-The global norm is one reduction over the leaves laid end to end (`global_norm`), where
-optax's is one reduction per leaf and a sum of them: the same norm to float rounding, in one
-kernel rather than two per leaf, which a learner pays at every gradient step (measured in
-docs/benchmarks.md). The learners report the same norm as their `grad_norm` metric, which XLA
-then computes once.
+The global norm of a small tree is one reduction over the leaves laid end to end
+(`global_norm`), where optax's is one reduction per leaf and a sum of them: the same norm to
+float rounding, in one kernel rather than two per leaf, which a learner pays at every gradient
+step. Laying the leaves end to end copies every gradient, so above `CONCATENATE_AT_MOST` entries
+(the 256-wide networks of the replay learners' presets) each leaf is reduced on its own: there
+the copy costs more than the kernels it saves, and XLA:CPU's concatenation of that size ran up to
+ten times slower in some processes than in others (both measured in docs/benchmarks.md, "The
+gradient norm's concatenation"). The learners report the same norm as their `grad_norm` metric,
+which XLA then computes once.
 """
 
 from __future__ import annotations
@@ -20,10 +24,18 @@ import jax.numpy as jnp
 import optax
 
 
+# where the one kernel stops paying: the two ways cost the same at a 128-wide MLP's gradients
+CONCATENATE_AT_MOST = 1 << 15
+
+
 def global_norm(tree: Any) -> jax.Array:
-    """sqrt(sum of every leaf's squared entries), the leaves reduced as one vector."""
-    flat = jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(tree)])
-    return jnp.sqrt(jnp.sum(jnp.square(flat)))
+    """sqrt(sum of every leaf's squared entries): up to `CONCATENATE_AT_MOST` entries the leaves
+    reduced as one vector, above it each leaf reduced on its own and the sums added."""
+    leaves = jax.tree.leaves(tree)
+    if sum(leaf.size for leaf in leaves) <= CONCATENATE_AT_MOST:
+        flat = jnp.concatenate([jnp.ravel(leaf) for leaf in leaves])
+        return jnp.sqrt(jnp.sum(jnp.square(flat)))
+    return jnp.sqrt(sum(jnp.sum(jnp.square(leaf)) for leaf in leaves))
 
 
 def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
