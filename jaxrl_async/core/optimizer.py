@@ -8,10 +8,10 @@ The global norm of a small tree is one reduction over the leaves laid end to end
 (`global_norm`), where optax's is one reduction per leaf and a sum of them: the same norm to
 float rounding, in one kernel rather than two per leaf, which a learner pays at every gradient
 step. Laying the leaves end to end copies every gradient, so above `CONCATENATE_AT_MOST` entries
-(the 256-wide networks of the replay learners' presets) each leaf is reduced on its own: there
-the copy costs more than the kernels it saves, and XLA:CPU's concatenation of that size ran up to
-ten times slower in some processes than in others (both measured in docs/benchmarks.md, "The
-gradient norm's concatenation"). The learners report the same norm as their `grad_norm` metric,
+(the 256-wide networks of the flagship presets) each leaf is reduced on its own: there the one
+kernel saves nothing, and XLA:CPU's concatenation of that size ran up to ten times slower in some
+processes than in others (both measured in docs/benchmarks.md, "The gradient norm's
+concatenation"). The learners report the same norm as their `grad_norm` metric,
 which XLA then computes once.
 """
 
