@@ -11,8 +11,8 @@ step. Laying the leaves end to end copies every gradient, so above `CONCATENATE_
 (the 256-wide networks of the flagship presets) each leaf is reduced on its own: there the one
 kernel saves nothing, and XLA:CPU's concatenation of that size ran up to ten times slower in some
 processes than in others (both measured in docs/benchmarks.md, "The gradient norm's
-concatenation"). The learners report the same norm as their `grad_norm` metric,
-which XLA then computes once.
+concatenation"). The learners report the same norm as their `grad_norm` metric, which XLA then
+computes once.
 """
 
 from __future__ import annotations
