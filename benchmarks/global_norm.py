@@ -1,8 +1,8 @@
-"""The gradient clip's global norm two ways, on two MLPs' gradient trees of growing width: the
-leaves laid end to end and reduced once, and each leaf reduced on its own with the sums added.
-`core.optimizer.global_norm` takes the first up to `CONCATENATE_AT_MOST` entries, the second
-above it; this is the measurement behind that bound (docs/benchmarks.md, "The gradient norm's
-concatenation").
+"""The gradient clip's global norm two ways, on two MLPs' gradient trees of growing width:
+`norm_laid_end_to_end` (the leaves reduced once) and `norm_leaf_by_leaf` (each leaf on its own,
+the sums added). `core.optimizer.global_norm` takes the first up to `CONCATENATE_AT_MOST`
+entries, the second above it; this is the measurement behind that bound (docs/benchmarks.md,
+"The gradient norm's concatenation").
 
 usage: python -m benchmarks.global_norm
 prints one line a width: the entries, and the microseconds a norm takes each way (64 norms in a
@@ -17,7 +17,7 @@ import time  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from jaxrl_async.core.optimizer import CONCATENATE_AT_MOST  # noqa: E402
+from jaxrl_async.core.optimizer import CONCATENATE_AT_MOST, norm_laid_end_to_end, norm_leaf_by_leaf  # noqa: E402
 
 WIDTHS = ((4, 64, 2), (17, 64, 6), (11, 128, 6), (11, 256, 6))  # (inputs, hidden width, outputs)
 
@@ -27,14 +27,6 @@ def mlp(inputs: int, width: int, outputs: int, key) -> dict:
     keys = jax.random.split(key, len(sizes) - 1)
     return {f"dense_{i}": {"kernel": jax.random.normal(k, (a, b)), "bias": jnp.ones((b,))}
             for i, (k, a, b) in enumerate(zip(keys, sizes[:-1], sizes[1:]))}
-
-
-def laid_end_to_end(tree) -> jax.Array:
-    return jnp.sqrt(jnp.sum(jnp.square(jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(tree)]))))
-
-
-def leaf_by_leaf(tree) -> jax.Array:
-    return jnp.sqrt(sum(jnp.sum(jnp.square(leaf)) for leaf in jax.tree.leaves(tree)))
 
 
 def microseconds(norm, tree, steps: int = 64, calls: int = 30) -> float:
@@ -58,8 +50,9 @@ def main() -> None:
     for inputs, width, outputs in WIDTHS:  # a policy and a value network, as an actor-critic's gradients
         tree = (mlp(inputs, width, outputs, jax.random.PRNGKey(0)), mlp(inputs, width, 1, jax.random.PRNGKey(1)))
         entries = sum(leaf.size for leaf in jax.tree.leaves(tree))
-        print(f"{entries:>8,} entries ({inputs} inputs, {width} x {width}): laid end to end "
-              f"{microseconds(laid_end_to_end, tree):.1f} us, leaf by leaf {microseconds(leaf_by_leaf, tree):.1f} us")
+        end_to_end, by_leaf = (microseconds(norm, tree) for norm in (norm_laid_end_to_end, norm_leaf_by_leaf))
+        print(f"{entries:>8,} entries ({inputs} inputs, {width} x {width}): laid end to end {end_to_end:.1f} us, "
+              f"leaf by leaf {by_leaf:.1f} us")
 
 
 if __name__ == "__main__":

@@ -28,14 +28,21 @@ import optax
 CONCATENATE_AT_MOST = 1 << 15
 
 
+def norm_laid_end_to_end(tree: Any) -> jax.Array:
+    """sqrt(sum of every leaf's squared entries), the leaves reduced as one vector."""
+    return jnp.sqrt(jnp.sum(jnp.square(jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(tree)]))))
+
+
+def norm_leaf_by_leaf(tree: Any) -> jax.Array:
+    """sqrt(sum of every leaf's squared entries), each leaf reduced on its own and the sums added."""
+    return jnp.sqrt(sum(jnp.sum(jnp.square(leaf)) for leaf in jax.tree.leaves(tree)))
+
+
 def global_norm(tree: Any) -> jax.Array:
-    """sqrt(sum of every leaf's squared entries): up to `CONCATENATE_AT_MOST` entries the leaves
-    reduced as one vector, above it each leaf reduced on its own and the sums added."""
-    leaves = jax.tree.leaves(tree)
-    if sum(leaf.size for leaf in leaves) <= CONCATENATE_AT_MOST:
-        flat = jnp.concatenate([jnp.ravel(leaf) for leaf in leaves])
-        return jnp.sqrt(jnp.sum(jnp.square(flat)))
-    return jnp.sqrt(sum(jnp.sum(jnp.square(leaf)) for leaf in leaves))
+    """The tree's norm: `norm_laid_end_to_end` up to `CONCATENATE_AT_MOST` entries,
+    `norm_leaf_by_leaf` above it."""
+    small = sum(leaf.size for leaf in jax.tree.leaves(tree)) <= CONCATENATE_AT_MOST
+    return norm_laid_end_to_end(tree) if small else norm_leaf_by_leaf(tree)
 
 
 def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:

@@ -113,8 +113,8 @@ def actor_step(optimizer: optax.GradientTransformation, loss: Callable, actor, a
 def grad_norm_metrics(critic_grad_norm, actor_grad_norm) -> dict:
     """The gradients' norms as the learners report them: `grad_norm`, which every learner reports
     (the divergence check reads it), is the critics' and the actor's together, taken from the two
-    norms that the optimiser's clipping computes already. A norm over both trees would lay every
-    gradient end to end once more: a copy of all the params at each gradient step."""
+    norms that the optimiser's clipping computes already. A norm over both trees would reduce every
+    gradient once more at each gradient step (and, for small networks, copy them end to end)."""
     return {"grad_norm": jnp.sqrt(critic_grad_norm**2 + actor_grad_norm**2),
             "critic_grad_norm": critic_grad_norm, "actor_grad_norm": actor_grad_norm}
 
