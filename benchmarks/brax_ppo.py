@@ -47,7 +47,9 @@ the critic `privileged_state`; ours is the env's preset at `--num-envs 128 --num
 Figures: steps/s is training alone, no compilation, no evaluation (ours: summary.json's
 `steps_per_second`, whose iterations, on a host without cores to spare, include the first ones that
 the evaluation compiles beside; Brax: the env steps of its epochs after the first over their time,
-since its first epoch's call holds the compilation); process_s is each side's process, start to
+since its first epoch's call holds the compilation); `median_later_sps`, each side's steady state:
+ours the median of its metrics lines after the evaluation compiled, Brax's the median of its
+epochs after the first; process_s is each side's process, start to
 exit, no persistent compilation cache either side; the return is the final greedy evaluation (128
 episodes a side on the pendulum, 8 on the others, where ours also evaluates after each Brax
 epoch's worth of updates, as Brax's trainer does). `paired` is the median of each round's ours / Brax ratio.
@@ -68,6 +70,7 @@ import time
 from experiments.common import last_json
 from jaxrl_async.cli.flags import parse
 from jaxrl_async.trainer.presets import config_for
+from jaxrl_async.trainer.run import EVALUATION
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -133,6 +136,18 @@ class BraxPPOConfig:
     """JSON lines file (default: experiments/results/brax/brax_ppo-<date>.jsonl)."""
 
 
+def median_later_sps(metrics_path: str) -> float | None:
+    """The median steps/s of the metrics lines after the one that reports the evaluation compiled:
+    the iterations that had the cores to themselves, the counterpart of Brax's epochs after its
+    first (its `median_later_sps`). None when no line follows that one."""
+    with open(metrics_path, encoding="utf-8") as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    compiled = [i for i, line in enumerate(lines)
+                if any(c["program"] == EVALUATION for c in line.get("compiled", ()))]
+    later = [line["steps_per_second"] for line in lines[compiled[-1] + 1:]] if compiled else []
+    return statistics.median(later) if later else None
+
+
 def run_ours(case: Case, total: int, seed: int, eval_interval: int) -> dict:
     """One of our runs in this process (`--worker`): its summary's figures."""
     from jaxrl_async.trainer.runtime import configure_cpu_runtime
@@ -145,8 +160,10 @@ def run_ours(case: Case, total: int, seed: int, eval_interval: int) -> dict:
                                   checkpoint_interval=0, eval_episodes=case.eval_episodes,
                                   run_dir=os.path.join(tmp, "run"))
         s = train(cfg, console=False).summary
+        later = median_later_sps(os.path.join(cfg.run_dir, "metrics.jsonl"))
     return {"side": "ours", "seed": seed, "env_steps": s["env_steps"], "steps_per_second": s["steps_per_second"],
-            "compile_s": s["compile_s"], "wall_s": s["wall_s"], "final_return": s["final_eval_return_mean"]}
+            "compile_s": s["compile_s"], "wall_s": s["wall_s"], "final_return": s["final_eval_return_mean"],
+            "median_later_sps": later}
 
 
 def run_side(side: str, cfg: BraxPPOConfig, total: int, seed: int) -> dict:
@@ -200,6 +217,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{statistics.median(r['process_s'] for r in rows):>19.1f} "
               f"{statistics.median(r['final_return'] for r in rows):>16.1f} {returns:>30}")
     print(f"ours / brax steps/s, paired median over {cfg.rounds} rounds: {paired:.2f}x  ({out_path})")
+    later = [o["median_later_sps"] / b["median_later_sps"] for o, b in zip(runs["ours"], runs["brax"])
+             if o["median_later_sps"]]
+    if later:  # the iterations after ours' evaluation compiled, against Brax's epochs after its first
+        print(f"ours / brax, the later iterations / epochs, paired median: {statistics.median(later):.2f}x")
     return 0
 
 

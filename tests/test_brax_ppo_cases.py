@@ -11,6 +11,7 @@ compares them field by field.
 from __future__ import annotations
 
 import importlib
+import json
 import inspect
 
 import jax
@@ -84,3 +85,19 @@ def test_both_sides_of_a_case_train_alike(peers, name):
     differ = {field: sides for field, sides in pairs.items()
               if sides[0] != sides[1] and field not in DIFFERENT_ON_PURPOSE.get(name, ())}
     assert differ == {}, f"{name}: (ours, Brax's) differ in {differ}"
+
+
+def test_the_steady_state_counts_only_the_lines_after_the_evaluation_compiled(tmp_path):
+    # the iterations beside the evaluation's compile ran on fewer cores: the steady state leaves them
+    # out, as Brax's figure leaves out its first epoch; the line that reports the compile is one of them
+    lines = [{"iteration": 1, "steps_per_second": 900.0, "compiled": [{"program": "the training loop", "seconds": 9.0}]},
+             {"iteration": 2, "steps_per_second": 500.0},
+             {"iteration": 3, "steps_per_second": 600.0, "compiled": [{"program": "the evaluation", "seconds": 7.0}]},
+             {"iteration": 4, "steps_per_second": 1000.0},
+             {"iteration": 5, "steps_per_second": 1200.0},
+             {"iteration": 6, "steps_per_second": 1100.0}]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert brax_ppo.median_later_sps(str(path)) == 1100.0
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines[:3]))  # nothing after the compile
+    assert brax_ppo.median_later_sps(str(path)) is None
