@@ -322,9 +322,9 @@ _ALL = (
     _preset("brax:inverted_pendulum",
             _with(_BRAX_PPO, total_timesteps=1_310_720, num_envs=2048, num_steps=80, env_kwargs=("backend=mjx",),
                   learner=dict(reward_scale=10.0, max_grad_norm=1.0)),
-            1000.0, "Brax's published settings and policy; measured: 1000 on every seed of 6 at 1.31M steps, as "
-                    "Brax's own trainer beside it, at 1.26x its steps/s on a quiet 2-core CPU "
-                    "(python -m benchmarks.brax_ppo --rounds 3)"),
+            1000.0, "Brax's published settings and policy; measured: 1000 on every seed of 9 at 1.31M steps, as "
+                    "Brax's own trainer beside it, at 0.99-1.08x its steps/s and 1.08-1.13x sooner end to end on "
+                    "a quiet 2-core CPU (python -m benchmarks.brax_ppo --rounds 3)"),
     # Playground's DM Control Suite PPO settings (mujoco_playground/config/dm_control_suite_params.py:
     # 2048 envs, unroll 30, 32 minibatches x 1024, 16 epochs, discount 0.995, Adam 1e-3, entropy 0.01;
     # its trainer clips no value loss) scaled to this CPU: 256 envs x 30 steps, 8 minibatches, 4 epochs
